@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cprof needs to build, test and demo, but only
+# those that are missing (checked with dpkg -s), so a machine that has them
+# is not touched and a fresh one gets everything.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config   # the build
+  zlib1g-dev libdw-dev libelf-dev    # gzip, symbolization, build IDs
+  clang libclang-rt-14-dev           # libFuzzer targets
+  golang-go                          # go tool pprof, the reference reader
+  curl                               # fetching from the endpoint in tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+sudo=""
+if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"

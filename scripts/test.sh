@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The whole test suite, as `make test` runs it:
+#   1. the normal build and every test (unit + end-to-end with go tool pprof);
+#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the same tests under ThreadSanitizer;
+#   4. a short run of every libFuzzer target over its seed corpus.
+# With an argument, runs only that stage (build, asan, tsan, fuzz).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+fuzz_seconds=${FUZZ_SECONDS:-15}
+passed=0
+failed=0
+
+# Runs ctest in a build directory and adds its counts to the totals.
+run_ctest() {
+  local dir=$1 log
+  log=$(mktemp)
+  if ctest --test-dir "$dir" --output-on-failure -j"$jobs" 2>&1 | tee "$log"; then :; fi
+  local line
+  line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1 || true)
+  rm -f "$log"
+  if [ -z "$line" ]; then
+    echo "test: no ctest summary from $dir" >&2
+    failed=$((failed + 1))
+    return
+  fi
+  local nfail total
+  nfail=$(sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
+  total=$(sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
+  passed=$((passed + total - nfail))
+  failed=$((failed + nfail))
+}
+
+configure_build() {
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" "$@" >/dev/null
+  cmake --build "$dir" -j"$jobs"
+}
+
+stage_build() {
+  echo "== stage: build + tests"
+  configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  run_ctest build
+}
+
+stage_asan() {
+  echo "== stage: ASan + UBSan"
+  configure_build build-asan -DCMAKE_BUILD_TYPE=Debug \
+    -DCPROF_SANITIZE=address,undefined
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest build-asan
+}
+
+stage_tsan() {
+  echo "== stage: TSan"
+  configure_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCPROF_SANITIZE=thread
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan
+}
+
+stage_fuzz() {
+  echo "== stage: fuzz (${fuzz_seconds}s per target)"
+  CC=clang CXX=clang++ configure_build build-fuzz -DCMAKE_BUILD_TYPE=Debug \
+    -DCPROF_FUZZ=ON -DCPROF_TESTS=OFF
+  for f in build-fuzz/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
+    local name corpus work
+    name=$(basename "$f")
+    corpus="fuzz/corpus/${name#fuzz_}"
+    work=$(mktemp -d)
+    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+    if "$f" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$work" \
+        >"$work.log" 2>&1; then
+      echo "fuzz: $name ran ${fuzz_seconds}s without findings"
+      passed=$((passed + 1))
+    else
+      echo "fuzz: $name FAILED"; tail -40 "$work.log"
+      failed=$((failed + 1))
+    fi
+    rm -rf "$work" "$work.log"
+  done
+}
+
+stages=${1:-build asan tsan fuzz}
+for s in $stages; do "stage_$s"; done
+echo
+echo "all stages: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,48 @@
+/*
+ * Definitions every module of the library shares: the internal symbol prefix,
+ * branch hints and the synthetic program counters that stand for frames
+ * cprof invents (a truncated stack, a full table, lost samples). Everything
+ * declared with CPROF__HIDDEN stays inside the shared object.
+ */
+#ifndef CPROF_INTERNAL_H
+#define CPROF_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cprof.h"
+
+#define CPROF__HIDDEN __attribute__((visibility("hidden")))
+#define CPROF__LIKELY(x) __builtin_expect(!!(x), 1)
+#define CPROF__UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* Thread-locals read by signal handlers use the initial-exec model: the
+ * general-dynamic model may allocate on a thread's first access. */
+#define CPROF__TLS __attribute__((tls_model("initial-exec")))
+#define CPROF__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The deepest stack cprof records. A deeper stack keeps its innermost
+ * CPROF__MAX_DEPTH frames and gains one CPROF__PC_TRUNCATED frame. */
+#define CPROF__MAX_DEPTH 128
+
+/*
+ * Synthetic frames. No code lives at these addresses, so they can sit in a
+ * stack next to real ones; the symbolizer names them and the encoders give
+ * them a location without a mapping.
+ */
+#define CPROF__PC_TRUNCATED ((uintptr_t)1) /* deeper frames were cut off */
+#define CPROF__PC_OVERFLOW ((uintptr_t)2)  /* stack table was full */
+#define CPROF__PC_LOST ((uintptr_t)3)      /* sample buffer was full */
+#define CPROF__PC_SYNTHETIC_MAX ((uintptr_t)15)
+
+static inline int cprof__pc_is_synthetic(uintptr_t pc) {
+  return pc <= CPROF__PC_SYNTHETIC_MAX;
+}
+
+/* The name a synthetic frame is shown under, or NULL for a real pc. */
+CPROF__HIDDEN const char *cprof__synthetic_name(uintptr_t pc);
+
+/* Wall-clock time in nanoseconds since the epoch, and a monotonic clock. */
+CPROF__HIDDEN int64_t cprof__now_ns(void);
+CPROF__HIDDEN int64_t cprof__mono_ns(void);
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * The profiler's own memory. Every allocation cprof makes goes through these
+ * functions so that, once malloc is interposed, the profiler's allocations
+ * neither recurse into the heap sampler nor move its countdown. Code that
+ * calls into a library that allocates on its own (libdw, zlib) brackets the
+ * call with cprof__guard_enter()/cprof__guard_exit() for the same reason.
+ * None of this may be called from a signal handler.
+ */
+#ifndef CPROF_MEM_H
+#define CPROF_MEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "internal.h"
+
+CPROF__HIDDEN void *cprof__malloc(size_t n);
+CPROF__HIDDEN void *cprof__calloc(size_t n, size_t size);
+CPROF__HIDDEN void *cprof__realloc(void *p, size_t n);
+CPROF__HIDDEN void cprof__free(void *p);
+CPROF__HIDDEN char *cprof__strdup(const char *s);
+
+/* Marks the calling thread as running profiler code; nests. */
+CPROF__HIDDEN void cprof__guard_enter(void);
+CPROF__HIDDEN void cprof__guard_exit(void);
+/* True while the calling thread runs profiler code. Signal-safe. */
+CPROF__HIDDEN bool cprof__guarded(void);
+
+/* Appends to a caller's buffer; returns 0 or CPROF_ENOMEM. */
+CPROF__HIDDEN int cprof__buf_append(cprof_buf *b, const void *data, size_t n);
+CPROF__HIDDEN int cprof__buf_printf(cprof_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif

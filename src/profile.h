@@ -1,0 +1,77 @@
+/*
+ * Profile assembly: turns captured stacks (arrays of pcs) with their values
+ * and labels into a symbolized pprof profile. It owns the mapping between
+ * addresses and pprof's Location / Function / Mapping messages: each distinct
+ * pc becomes one Location (with a Line per inlined frame), each distinct
+ * function one Function, each executable mapping one Mapping whose has_*
+ * flags say truthfully whether every lookup in it succeeded.
+ *
+ * It also holds the writers shared by several profiles: Go's debug=1 text
+ * for a stack, and the whole of a "count" profile (threadcreate, goroutine).
+ * Normal context only; holds the symbolizer lock from begin to end.
+ */
+#ifndef CPROF_PROFILE_H
+#define CPROF_PROFILE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agg.h"
+#include "internal.h"
+#include "pprof.h"
+
+typedef struct cprof__value_type {
+  const char *type;
+  const char *unit;
+} cprof__value_type;
+
+typedef struct cprof__prof_desc {
+  const cprof__value_type *sample_types;
+  size_t nsample_types;
+  cprof__value_type period_type;
+  int64_t period;
+  const char *default_sample_type; /* NULL leaves the viewer's default */
+  int64_t time_nanos;
+  int64_t duration_nanos;
+} cprof__prof_desc;
+
+typedef struct cprof__prof cprof__prof;
+
+/* Starts a gzipped pprof profile on sink. Takes the symbolizer lock and
+ * refreshes the mappings. NULL when out of memory. */
+CPROF__HIDDEN cprof__prof *cprof__prof_begin(const cprof__prof_desc *d,
+                                             const cprof_sink *sink);
+CPROF__HIDDEN void cprof__prof_comment(cprof__prof *p, const char *comment);
+/* pcs as captured (call sites, innermost first); one value per sample
+ * type. */
+CPROF__HIDDEN void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs,
+                                      size_t npcs, const int64_t *values,
+                                      const cprof__pprof_label *labels,
+                                      size_t nlabels);
+/* Writes the mappings, finishes the stream, releases the lock. Returns 0 or
+ * the first error. */
+CPROF__HIDDEN int cprof__prof_end(cprof__prof *p);
+
+/* Text output: begin takes the symbolizer lock and refreshes; end releases
+ * it. Between them, cprof__text_stack appends " @ 0x.. 0x..\n" and one
+ * "#\t0x<pc>\t<func>+0x<off>\t<file>:<line>" line per frame (inlined frames
+ * included), as Go's debug=1 profiles do. */
+CPROF__HIDDEN void cprof__text_begin(void);
+CPROF__HIDDEN void cprof__text_end(void);
+CPROF__HIDDEN int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs,
+                                    size_t npcs);
+
+/* The drop comment every profile carries: what the stack table and the
+ * profile's own table lost. */
+CPROF__HIDDEN void cprof__prof_drop_comment(cprof__prof *p,
+                                            const cprof__agg *agg);
+
+/* Writes a count profile (one count per stack, as threadcreate and
+ * goroutine are) from agg's first value: debug 0 as pprof with sample type
+ * <name>/count, debug >= 1 as "<name> profile: total N" grouped by stack and
+ * sorted by count. */
+CPROF__HIDDEN int cprof__write_count_profile(const char *name, cprof__agg *agg,
+                                             int debug,
+                                             const cprof_sink *sink);
+
+#endif

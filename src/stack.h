@@ -1,0 +1,56 @@
+/*
+ * Stack capture: a frame-pointer walker that is async-signal-safe and can
+ * never fault, whatever the stack holds. Every step is validated: the frame
+ * pointer must be aligned, lie inside the thread's stack, and strictly
+ * increase by a bounded step. When a thread's stack bounds are not known
+ * (a thread that existed before cprof, or one on an alternate signal stack),
+ * each new page is probed with a system call that reports EFAULT instead of
+ * faulting.
+ *
+ * Captured stacks hold call-site addresses: the first frame of a walk from a
+ * signal context is the interrupted pc itself; every other frame is a return
+ * address minus one, so symbolization lands on the call instruction.
+ */
+#ifndef CPROF_STACK_H
+#define CPROF_STACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+/* Room a caller needs for the deepest stack plus the truncation mark. */
+#define CPROF__STACK_BUF (CPROF__MAX_DEPTH + 1)
+
+/* Caches the calling thread's stack bounds for later walks. Not
+ * signal-safe (pthread_getattr_np allocates); call when a thread starts. */
+CPROF__HIDDEN void cprof__stack_register_thread(void);
+
+/* Forgets the calling thread's bounds (before it exits). Signal-safe. */
+CPROF__HIDDEN void cprof__stack_unregister_thread(void);
+
+/* Walks from a frame: pc is recorded as is, then the chain starting at fp.
+ * sp is the lowest address the frames may be at. Writes at most max pcs
+ * (max <= CPROF__STACK_BUF); when the stack is deeper than max - 1 frames,
+ * the last entry is CPROF__PC_TRUNCATED. Returns the number written.
+ * Async-signal-safe; preserves errno. */
+CPROF__HIDDEN size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp,
+                                            uintptr_t sp, uintptr_t *pcs,
+                                            size_t max);
+
+/* Walks from a signal handler's ucontext_t. Async-signal-safe. */
+CPROF__HIDDEN size_t cprof__stack_walk_ucontext(const void *ucontext,
+                                                uintptr_t *pcs, size_t max);
+
+/* Walks the caller's own stack, leaving out the innermost skip frames
+ * (skip = 0 starts at the function that called cprof__stack_walk_here).
+ * Async-signal-safe. */
+CPROF__HIDDEN size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max,
+                                            size_t skip)
+    __attribute__((noinline));
+
+/* True when [addr, addr + 16) can be read without faulting. Signal-safe;
+ * preserves errno. Costs one system call. */
+CPROF__HIDDEN int cprof__stack_readable(uintptr_t addr);
+
+#endif

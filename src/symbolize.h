@@ -1,0 +1,60 @@
+/*
+ * In-process symbolization. A snapshot of the process's executable mappings
+ * (from /proc/self/maps, with GNU build IDs) and an elfutils Dwfl session
+ * that turns addresses into function, file, line and inlined frames. Results
+ * are cached per address; the whole state is rebuilt when the mappings
+ * change (dlopen/dlclose), so a reloaded library never shows stale names.
+ *
+ * There is one symbolizer per process, used under cprof__sym_lock(). Not
+ * signal-safe: it reads files and allocates.
+ */
+#ifndef CPROF_SYMBOLIZE_H
+#define CPROF_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+typedef struct cprof__sym_mapping {
+  uint64_t start, limit, offset;
+  const char *path;     /* as in /proc/self/maps */
+  const char *build_id; /* lower-case hex, "" when the object has none */
+  bool is_main;         /* the main executable */
+} cprof__sym_mapping;
+
+typedef struct cprof__sym_frame {
+  const char *name;        /* demangled where it was mangled; never NULL */
+  const char *system_name; /* the symbol as in the object file */
+  const char *file;        /* "" when unknown */
+  int line;                /* 0 when unknown */
+  uint64_t start;          /* the function's first address, 0 if unknown */
+} cprof__sym_frame;
+
+typedef struct cprof__sym_result {
+  int mapping; /* index into the mappings, -1 when pc is in none */
+  int nframes; /* 0 when the function is unknown */
+  bool has_line, has_inline;
+  /* Innermost (inlined callee) first, the real function last. */
+  cprof__sym_frame frames[16];
+} cprof__sym_result;
+
+/* Serialises every use of the symbolizer. */
+CPROF__HIDDEN void cprof__sym_lock(void);
+CPROF__HIDDEN void cprof__sym_unlock(void);
+
+/* Rereads /proc/self/maps; rebuilds the session and drops caches when the
+ * executable mappings changed. Call with the lock held before a batch of
+ * lookups. Returns 0 or a negative cprof_err. */
+CPROF__HIDDEN int cprof__sym_refresh(void);
+
+/* The current executable mappings; the main executable is index 0. */
+CPROF__HIDDEN size_t cprof__sym_nmappings(void);
+CPROF__HIDDEN const cprof__sym_mapping *cprof__sym_mapping_at(size_t i);
+
+/* Symbolizes pc (a call-site address, i.e. return address - 1, or the exact
+ * pc of an interrupted instruction). The result and its strings stay valid
+ * until the next refresh. Synthetic pcs get their own names and mapping -1. */
+CPROF__HIDDEN const cprof__sym_result *cprof__sym_lookup(uintptr_t pc);
+
+#endif

@@ -1,0 +1,118 @@
+/*
+ * The pthread_create interposer and the threadcreate profile (threads.h).
+ * The exported pthread_create shadows libc's both when the library is
+ * linked (-lcprof puts it ahead of libc) and when it is preloaded; it calls
+ * the next definition found by dlsym(RTLD_NEXT), so an allocator's or a
+ * sanitizer's own interposer still runs. It records the creating stack,
+ * counts it, and starts the thread in a trampoline. Normal context only; if
+ * anything of cprof's fails, the thread is still created exactly as the
+ * application asked.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "agg.h"
+#include "cpu.h"
+#include "mem.h"
+#include "profile.h"
+#include "stack.h"
+#include "stacktab.h"
+#include "threads.h"
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
+                                 void *(*)(void *), void *);
+
+static _Atomic(pthread_create_fn) real_create;
+static cprof__agg *creations; /* threadcreate: count per creating stack */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/* Distinct creating stacks kept; more are counted as drops. */
+#define THREADCREATE_STACKS 4096
+
+static void init_once_fn(void) {
+  cprof__stacktab_init();
+  creations = cprof__agg_new(1, THREADCREATE_STACKS);
+  atomic_store(&real_create,
+               (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create"));
+}
+
+void cprof__threads_init(void) { pthread_once(&init_once, init_once_fn); }
+
+typedef struct thread_start {
+  void *(*fn)(void *);
+  void *arg;
+} thread_start;
+
+static void thread_exiting(void *unused) {
+  (void)unused;
+  cprof__cpu_thread_exiting();
+  cprof__stack_unregister_thread();
+}
+
+static void *trampoline(void *p) {
+  thread_start start = *(thread_start *)p;
+  cprof__free(p);
+  cprof__stack_register_thread();
+  cprof__cpu_thread_started();
+  void *ret;
+  pthread_cleanup_push(thread_exiting, NULL);
+  ret = start.fn(start.arg);
+  pthread_cleanup_pop(1);
+  return ret;
+}
+
+CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                void *(*fn)(void *), void *arg) {
+  int saved_errno = errno;
+  cprof__threads_init();
+  pthread_create_fn real = atomic_load(&real_create);
+  if (!real) return EAGAIN;
+
+  uintptr_t pcs[CPROF__STACK_BUF];
+  size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 1);
+
+  thread_start *start = cprof__malloc(sizeof *start);
+  int rc;
+  if (start) {
+    *start = (thread_start){fn, arg};
+    rc = real(thread, attr, trampoline, start);
+    if (rc != 0) cprof__free(start);
+  } else {
+    rc = real(thread, attr, fn, arg);
+  }
+  if (rc == 0 && creations) {
+    const int64_t one = 1;
+    cprof__agg_add(creations, cprof__stacktab_intern(pcs, n), 0, &one);
+  }
+  errno = saved_errno;
+  return rc;
+}
+
+static void add_count(cprof__stack_id sid, uint32_t tag, const int64_t *vals,
+                      void *ctx) {
+  (void)sid;
+  (void)tag;
+  *(long *)ctx += (long)vals[0];
+}
+
+static long threadcreate_entries(void) {
+  cprof__threads_init();
+  long total = 0;
+  if (creations) cprof__agg_foreach(creations, add_count, &total);
+  return total;
+}
+
+static int threadcreate_write(int debug, const cprof_sink *sink) {
+  cprof__threads_init();
+  if (!creations) return CPROF_ENOMEM;
+  return cprof__write_count_profile("threadcreate", creations, debug, sink);
+}
+
+const cprof__profile_def cprof__threadcreate_profile = {
+    "threadcreate",
+    "Stack traces that led to the creation of new OS threads",
+    threadcreate_entries,
+    threadcreate_write,
+};

@@ -1,0 +1,18 @@
+/*
+ * Threads: the pthread_create interposer that every thread-aware source
+ * builds on, and the threadcreate profile it feeds. A thread created through
+ * pthread_create starts in a cprof trampoline that registers its stack
+ * bounds (for the frame walker) before running the application's function,
+ * and unregisters them when it exits, however it exits.
+ */
+#ifndef CPROF_THREADS_H
+#define CPROF_THREADS_H
+
+#include "registry.h"
+
+CPROF__HIDDEN extern const cprof__profile_def cprof__threadcreate_profile;
+
+/* Prepares the module; idempotent and thread-safe. Not signal-safe. */
+CPROF__HIDDEN void cprof__threads_init(void);
+
+#endif

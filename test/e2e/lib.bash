@@ -1,0 +1,57 @@
+# Shared helpers for the end-to-end tests (sourced, not run on its own).
+# CPROF_BUILD, CPROF_SRC and CPROF_TEST_TMP come from ctest.
+set -euo pipefail
+: "${CPROF_BUILD:?}" "${CPROF_TEST_TMP:?}"
+mkdir -p "$CPROF_TEST_TMP"
+TMP=$(mktemp -d "$CPROF_TEST_TMP/$(basename "$0" .sh).XXXXXX")
+export PPROF_TMPDIR="$TMP/pprof"
+export HOME="${HOME:-$TMP}"
+mkdir -p "$PPROF_TMPDIR"
+trap 'rm -rf "$TMP"' EXIT
+checks=0
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# expect_match FILE REGEX DESCRIPTION: FILE must have a line matching the
+# extended regex; on failure the file is shown.
+expect_match() {
+  if grep -Eq -- "$2" "$1"; then
+    checks=$((checks + 1))
+    echo "ok: $3"
+  else
+    echo "---- $1" >&2
+    cat "$1" >&2
+    fail "$3 (no line matches /$2/)"
+  fi
+}
+
+expect_no_match() {
+  if grep -Eq -- "$2" "$1"; then
+    echo "---- $1" >&2
+    cat "$1" >&2
+    fail "$3 (a line matches /$2/)"
+  fi
+  checks=$((checks + 1))
+  echo "ok: $3"
+}
+
+# pprof ARGS...: the reference reader, with its output captured in the
+# caller's redirection; stderr goes along so errors show up in checks.
+pprof() {
+  go tool pprof "$@" 2>&1
+}
+
+# preload_env PROG: the LD_PRELOAD value that loads libcprof.so into PROG,
+# keeping a sanitizer runtime first when PROG was built with one.
+preload_env() {
+  local rt
+  rt=$(ldd "$1" | awk '/lib(a|ub|t)san/ {print $3}' | tr '\n' ' ')
+  echo "${rt}$CPROF_BUILD/libcprof.so"
+}
+
+finish() {
+  echo "$(basename "$0"): $checks checks passed"
+}
