@@ -1,0 +1,43 @@
+/*
+ * The CPU profiler: per-thread CPU-time timers delivering SIGPROF to the
+ * thread that used the time, a signal handler that walks and aggregates the
+ * interrupted stack, and sessions that turn the aggregate into a profile.
+ *
+ * One sampling engine serves up to CPROF__CPU_SESSIONS independent sessions
+ * (the application's own cprof_cpu_start, the HTTP endpoint, a dump, the
+ * pusher): each session has its own table, so one consumer stopping or
+ * starting never disturbs another. The engine runs at the rate of the first
+ * session that started it; later sessions share that rate and say so in
+ * their profile's period.
+ */
+#ifndef CPROF_CPU_H
+#define CPROF_CPU_H
+
+#include "internal.h"
+
+#define CPROF__CPU_SESSIONS 4
+#define CPROF__CPU_DEFAULT_HZ 100
+#define CPROF__CPU_MAX_HZ 10000
+
+typedef struct cprof__cpu_session cprof__cpu_session;
+
+/* Starts a session at hz (0 = default). Returns 0, CPROF_EINVAL for a rate
+ * out of range, CPROF_EBUSY when every session slot is taken, CPROF_ESYS
+ * when SIGPROF belongs to the application or timers cannot be created.
+ * Normal context; thread-safe. */
+CPROF__HIDDEN int cprof__cpu_session_start(int hz, cprof__cpu_session **out);
+
+/* Ends a session and writes its profile (pprof, gzipped) to sink, or only
+ * discards it when sink is NULL. Returns 0 or a negative cprof_err. */
+CPROF__HIDDEN int cprof__cpu_session_stop(cprof__cpu_session *s,
+                                          const cprof_sink *sink);
+
+/* The rate the engine samples at now, 0 when it is idle. */
+CPROF__HIDDEN int cprof__cpu_engine_hz(void);
+
+/* Hooks for threads.c: a thread starting (arm its timer if the engine runs)
+ * and exiting (disarm it and remember its name). Normal context. */
+CPROF__HIDDEN void cprof__cpu_thread_started(void);
+CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
+
+#endif

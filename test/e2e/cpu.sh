@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The CPU profile end to end: per-thread timers, the signal handler, the
+# thread label, and the refusals (second start, the program's own SIGPROF
+# handler), fork, and short-lived threads; read back by go tool pprof.
+source "$(dirname "$0")/lib.bash"
+prog=$CPROF_BUILD/test/progs/cpuburn
+
+"$prog" profile 1000 >"$TMP/cpu.pb.gz"
+pprof -raw "$TMP/cpu.pb.gz" >"$TMP/raw.txt"
+expect_match "$TMP/raw.txt" '^PeriodType: cpu nanoseconds$' "period type cpu/nanoseconds"
+expect_match "$TMP/raw.txt" '^Period: 1000000$' "period 1e9/hz"
+expect_match "$TMP/raw.txt" '^samples/count cpu/nanoseconds$' "sample types"
+expect_match "$TMP/raw.txt" '^Duration: ' "duration set"
+pprof -top -lines "$TMP/cpu.pb.gz" >"$TMP/top.txt"
+expect_match "$TMP/top.txt" ' burn_alpha .*cpuburn\.c:[0-9]+$' "burn_alpha with file:line"
+expect_match "$TMP/top.txt" ' burn_beta .*cpuburn\.c:[0-9]+$' "burn_beta with file:line"
+pprof -top "$TMP/cpu.pb.gz" >"$TMP/top.txt"
+# Total CPU is ~1.2 s on two threads; alpha gets about 2/3 of it.
+alpha=$(awk '$6 == "burn_alpha" {sub(/%/, "", $2); print $2}' "$TMP/top.txt")
+beta=$(awk '$6 == "burn_beta" {sub(/%/, "", $2); print $2}' "$TMP/top.txt")
+awk -v a="$alpha" -v b="$beta" 'BEGIN { exit !(a > 50 && a < 80 && b > 20 && b < 45) }' ||
+  fail "alpha/beta split $alpha/$beta is not about 2:1"
+echo "ok: alpha $alpha% / beta $beta% of samples"
+pprof -tags "$TMP/cpu.pb.gz" >"$TMP/tags.txt"
+expect_match "$TMP/tags.txt" 'alpha' "thread label names the alpha thread"
+expect_match "$TMP/tags.txt" 'main-burner' "thread label names the main thread"
+pprof -top -tagfocus=thread=alpha "$TMP/cpu.pb.gz" >"$TMP/focus.txt"
+expect_match "$TMP/focus.txt" 'burn_alpha' "-tagfocus by thread works"
+
+"$prog" busy 2>"$TMP/busy.txt" || fail "second start was not refused as busy"
+expect_match "$TMP/busy.txt" 'second start: cpu profiling already in use' "Go's text for a second start"
+"$prog" ownsig 2>"$TMP/own.txt" || fail "the program's SIGPROF handler was not respected"
+expect_match "$TMP/own.txt" '^cprof: CPU profiling disabled: the program has its own SIGPROF handler$' "one clear line when SIGPROF is taken"
+"$prog" fork || fail "fork while profiling"
+echo "ok: fork while profiling (parent and child)"
+checks=$((checks + 1))
+
+"$prog" threads 1000 >"$TMP/threads.pb.gz"
+pprof -tags "$TMP/threads.pb.gz" >"$TMP/ttags.txt"
+# One "thread_id" tag line per sampled thread, the main thread included.
+threads=$(awk '/thread_id:/ {on=1; next} on && /^ *[0-9.]+[mun]?s / {n++} on && /^ *$/ {on=0} END {print n - 1}' "$TMP/ttags.txt")
+[ "$threads" -ge 18 ] || { cat "$TMP/ttags.txt"; fail "only $threads of 20 short threads were sampled"; }
+echo "ok: $threads of 20 short-lived threads sampled"
+checks=$((checks + 1))
+finish
