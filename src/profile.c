@@ -208,30 +208,6 @@ typedef struct count_entry {
   int64_t count;
 } count_entry;
 
-typedef struct count_list {
-  count_entry *v;
-  size_t len, cap;
-  int err;
-} count_list;
-
-static void collect_count(cprof__stack_id sid, uint32_t tag,
-                          const int64_t *vals, void *ctx) {
-  (void)tag;
-  count_list *l = ctx;
-  if (vals[0] == 0 || l->err) return;
-  if (l->len == l->cap) {
-    size_t cap = l->cap ? l->cap * 2 : 64;
-    count_entry *v = cprof__realloc(l->v, cap * sizeof *v);
-    if (!v) {
-      l->err = CPROF_ENOMEM;
-      return;
-    }
-    l->v = v;
-    l->cap = cap;
-  }
-  l->v[l->len++] = (count_entry){sid, vals[0]};
-}
-
 static int by_count_desc(const void *a, const void *b) {
   const count_entry *x = a, *y = b;
   if (x->count != y->count) return x->count > y->count ? -1 : 1;
@@ -239,37 +215,38 @@ static int by_count_desc(const void *a, const void *b) {
 }
 
 /* Two ids can hold the same frames (see stacktab.h); merge them so each
- * stack is listed once. The list is sorted by stack id, not content, so this
- * compares every pair; lists are small (one entry per distinct stack). */
-static void merge_equal_stacks(count_list *l) {
-  for (size_t i = 0; i < l->len; i++) {
+ * stack is listed once. Lists are small (one entry per distinct stack), so
+ * every pair is compared. */
+static size_t merge_equal_stacks(count_entry *v, size_t len) {
+  for (size_t i = 0; i < len; i++) {
     const uintptr_t *a;
-    size_t na = cprof__stacktab_get(l->v[i].sid, &a);
-    for (size_t j = i + 1; j < l->len;) {
+    size_t na = cprof__stacktab_get(v[i].sid, &a);
+    for (size_t j = i + 1; j < len;) {
       const uintptr_t *b;
-      size_t nb = cprof__stacktab_get(l->v[j].sid, &b);
+      size_t nb = cprof__stacktab_get(v[j].sid, &b);
       if (na == nb && memcmp(a, b, na * sizeof *a) == 0) {
-        l->v[i].count += l->v[j].count;
-        l->v[j] = l->v[--l->len];
+        v[i].count += v[j].count;
+        v[j] = v[--len];
       } else {
         j++;
       }
     }
   }
+  return len;
 }
 
-static int write_count_text(const char *name, count_list *l,
-                            const cprof_sink *sink) {
+static int write_count_text(const char *name, const count_entry *v,
+                            size_t len, const cprof_sink *sink) {
   int64_t total = 0;
-  for (size_t i = 0; i < l->len; i++) total += l->v[i].count;
+  for (size_t i = 0; i < len; i++) total += v[i].count;
   cprof_buf out = {0};
   int err = cprof__buf_printf(&out, "%s profile: total %lld\n", name,
                               (long long)total);
   cprof__text_begin();
-  for (size_t i = 0; !err && i < l->len; i++) {
+  for (size_t i = 0; !err && i < len; i++) {
     const uintptr_t *pcs;
-    size_t n = cprof__stacktab_get(l->v[i].sid, &pcs);
-    err = cprof__buf_printf(&out, "%lld", (long long)l->v[i].count);
+    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
+    err = cprof__buf_printf(&out, "%lld", (long long)v[i].count);
     if (!err) err = cprof__text_stack(&out, pcs, n);
     if (!err) err = cprof__buf_printf(&out, "\n");
   }
@@ -279,37 +256,43 @@ static int write_count_text(const char *name, count_list *l,
   return err;
 }
 
-static int write_count_pprof(const char *name, cprof__agg *agg,
-                             count_list *l, const cprof_sink *sink) {
+static int write_count_pprof(const char *name, const count_entry *v,
+                             size_t len, int64_t time_ns, int64_t duration_ns,
+                             const cprof_sink *sink) {
   const cprof__value_type st = {name, "count"};
   const cprof__prof_desc d = {
       .sample_types = &st,
       .nsample_types = 1,
       .period_type = st,
       .period = 1,
+      .time_nanos = time_ns,
+      .duration_nanos = duration_ns,
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
-  cprof__prof_drop_comment(p, agg);
-  for (size_t i = 0; i < l->len; i++) {
+  cprof__prof_drop_comment(p, NULL);
+  for (size_t i = 0; i < len; i++) {
     const uintptr_t *pcs;
-    size_t n = cprof__stacktab_get(l->v[i].sid, &pcs);
-    cprof__prof_sample(p, pcs, n, &l->v[i].count, NULL, 0);
+    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
+    cprof__prof_sample(p, pcs, n, &v[i].count, NULL, 0);
   }
   return cprof__prof_end(p);
 }
 
-int cprof__write_count_profile(const char *name, cprof__agg *agg, int debug,
+int cprof__write_count_profile(const char *name, const cprof__records *recs,
+                               int debug, int64_t duration_ns,
                                const cprof_sink *sink) {
-  count_list l = {0};
-  cprof__agg_foreach(agg, collect_count, &l);
-  int err = l.err;
-  if (!err) {
-    merge_equal_stacks(&l);
-    qsort(l.v, l.len, sizeof *l.v, by_count_desc);
-    err = debug ? write_count_text(name, &l, sink)
-                : write_count_pprof(name, agg, &l, sink);
-  }
-  cprof__free(l.v);
+  count_entry *v = cprof__malloc((recs->len + 1) * sizeof *v);
+  if (!v) return CPROF_ENOMEM;
+  size_t len = 0;
+  for (size_t i = 0; i < recs->len; i++)
+    if (recs->v[i].v[0] != 0)
+      v[len++] = (count_entry){recs->v[i].sid, recs->v[i].v[0]};
+  len = merge_equal_stacks(v, len);
+  qsort(v, len, sizeof *v, by_count_desc);
+  int err = debug ? write_count_text(name, v, len, sink)
+                  : write_count_pprof(name, v, len, recs->time_ns,
+                                      duration_ns, sink);
+  cprof__free(v);
   return err;
 }

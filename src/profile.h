@@ -19,6 +19,7 @@
 #include "agg.h"
 #include "internal.h"
 #include "pprof.h"
+#include "registry.h"
 
 typedef struct cprof__value_type {
   const char *type;
@@ -67,11 +68,12 @@ CPROF__HIDDEN void cprof__prof_drop_comment(cprof__prof *p,
                                             const cprof__agg *agg);
 
 /* Writes a count profile (one count per stack, as threadcreate and
- * goroutine are) from agg's first value: debug 0 as pprof with sample type
- * <name>/count, debug >= 1 as "<name> profile: total N" grouped by stack and
- * sorted by count. */
-CPROF__HIDDEN int cprof__write_count_profile(const char *name, cprof__agg *agg,
-                                             int debug,
+ * goroutine are) from the records' first value: debug 0 as pprof with
+ * sample type <name>/count, debug >= 1 as "<name> profile: total N" grouped
+ * by stack and sorted by count. duration_ns is nonzero for a delta. */
+CPROF__HIDDEN int cprof__write_count_profile(const char *name,
+                                             const cprof__records *recs,
+                                             int debug, int64_t duration_ns,
                                              const cprof_sink *sink);
 
 #endif

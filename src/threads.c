@@ -90,29 +90,32 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   return rc;
 }
 
-static void add_count(cprof__stack_id sid, uint32_t tag, const int64_t *vals,
-                      void *ctx) {
-  (void)sid;
-  (void)tag;
-  *(long *)ctx += (long)vals[0];
+static int threadcreate_collect(cprof__records *out) {
+  cprof__threads_init();
+  if (!creations) return CPROF_ENOMEM;
+  return cprof__records_from_agg(out, creations);
 }
 
 static long threadcreate_entries(void) {
-  cprof__threads_init();
+  cprof__records recs = {0};
   long total = 0;
-  if (creations) cprof__agg_foreach(creations, add_count, &total);
+  if (threadcreate_collect(&recs) == 0)
+    for (size_t i = 0; i < recs.len; i++) total += (long)recs.v[i].v[0];
+  cprof__records_free(&recs);
   return total;
 }
 
-static int threadcreate_write(int debug, const cprof_sink *sink) {
-  cprof__threads_init();
-  if (!creations) return CPROF_ENOMEM;
-  return cprof__write_count_profile("threadcreate", creations, debug, sink);
+static int threadcreate_write(const cprof__records *recs, int debug,
+                              int64_t duration_ns, const cprof_sink *sink) {
+  return cprof__write_count_profile("threadcreate", recs, debug, duration_ns,
+                                    sink);
 }
 
 const cprof__profile_def cprof__threadcreate_profile = {
-    "threadcreate",
-    "Stack traces that led to the creation of new OS threads",
-    threadcreate_entries,
-    threadcreate_write,
+    .name = "threadcreate",
+    .description = "Stack traces that led to the creation of new OS threads",
+    .supports_delta = true,
+    .entries = threadcreate_entries,
+    .collect = threadcreate_collect,
+    .write = threadcreate_write,
 };
