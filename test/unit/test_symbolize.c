@@ -1,0 +1,296 @@
+/*
+ * Tests of the in-process symbolizer against this very binary (built -O1 -g)
+ * and the libraries it has loaded: names, files and lines of our own
+ * functions, an inlined call, libc, synthetic and unmapped pcs, the mapping
+ * list with the main executable first, and a refresh after dlopen.
+ */
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "symbolize.h"
+#include "testutil.h"
+
+static volatile uintptr_t sink;
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), m = strlen(suffix);
+  return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static void dump(const char *what, const cprof__sym_result *r) {
+  if (!getenv("CPROF_TEST_VERBOSE") || !r) return;
+  fprintf(stderr, "  %s: mapping %d, %d frames%s%s\n", what, r->mapping,
+          r->nframes, r->has_line ? ", lines" : "",
+          r->has_inline ? ", inline" : "");
+  for (int i = 0; i < r->nframes; i++)
+    fprintf(stderr, "    %s (%s) %s:%d start %#llx\n", r->frames[i].name,
+            r->frames[i].system_name, r->frames[i].file, r->frames[i].line,
+            (unsigned long long)r->frames[i].start);
+}
+
+static const int target_line = __LINE__ + 2;
+__attribute__((noinline)) int target_function(int x) {
+  sink += (uintptr_t)x;
+  return x * 3 + (int)sink;
+}
+
+__attribute__((noinline)) static uintptr_t return_address(void) {
+  uintptr_t ra = (uintptr_t)__builtin_return_address(0);
+  __asm__ volatile("");
+  return ra;
+}
+
+static int caller_line;
+__attribute__((noinline)) static uintptr_t caller(void) {
+  caller_line = __LINE__ + 1;
+  uintptr_t ra = return_address();
+  sink += ra;
+  return ra - 1;
+}
+
+static int inlined_line;
+static inline __attribute__((always_inline)) uintptr_t inlined_leaf(void) {
+  inlined_line = __LINE__ + 1;
+  uintptr_t ra = return_address();
+  sink += ra;
+  return ra - 1;
+}
+
+static int outer_line;
+__attribute__((noinline)) static uintptr_t inline_outer(void) {
+  outer_line = __LINE__ + 1;
+  uintptr_t pc = inlined_leaf();
+  sink ^= pc;
+  return pc;
+}
+
+static void test_own_function(void) {
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  uintptr_t pc = (uintptr_t)&target_function + 4;
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  dump("target_function+4", r);
+  CHECK(r != NULL);
+  if (r) {
+    CHECK_EQ_INT(r->mapping, 0);
+    CHECK_EQ_INT(r->nframes, 1);
+    CHECK(r->has_line);
+    CHECK(!r->has_inline);
+    CHECK_STREQ(r->frames[0].name, "target_function");
+    CHECK_STREQ(r->frames[0].system_name, "target_function");
+    CHECK(ends_with(r->frames[0].file, "test_symbolize.c"));
+    CHECK(r->frames[0].line >= target_line - 1 &&
+          r->frames[0].line <= target_line + 3);
+    CHECK(r->frames[0].start == (uintptr_t)&target_function);
+    /* The cache hands back the same result. */
+    CHECK(cprof__sym_lookup(pc) == r);
+  }
+  cprof__sym_unlock();
+}
+
+static void test_call_site(void) {
+  uintptr_t pc = caller();
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  dump("caller", r);
+  CHECK(r && r->nframes == 1);
+  if (r && r->nframes == 1) {
+    CHECK_STREQ(r->frames[0].name, "caller");
+    CHECK(ends_with(r->frames[0].file, "test_symbolize.c"));
+    CHECK_EQ_INT(r->frames[0].line, caller_line);
+  }
+  cprof__sym_unlock();
+}
+
+static void test_inlined(void) {
+  uintptr_t pc = inline_outer();
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  dump("inline_outer", r);
+  CHECK(r && r->nframes == 2);
+  if (r && r->nframes == 2) {
+    CHECK(r->has_inline);
+    CHECK(r->has_line);
+    CHECK_STREQ(r->frames[0].name, "inlined_leaf");
+    CHECK(ends_with(r->frames[0].file, "test_symbolize.c"));
+    CHECK_EQ_INT(r->frames[0].line, inlined_line);
+    CHECK_STREQ(r->frames[1].name, "inline_outer");
+    CHECK(ends_with(r->frames[1].file, "test_symbolize.c"));
+    CHECK_EQ_INT(r->frames[1].line, outer_line);
+    CHECK(r->frames[1].start == (uintptr_t)&inline_outer);
+  }
+  cprof__sym_unlock();
+}
+
+static bool is_hex(const char *s, size_t n) {
+  if (strlen(s) != n) return false;
+  for (size_t i = 0; i < n; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+      return false;
+  return true;
+}
+
+static void test_mappings(void) {
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  size_t n = cprof__sym_nmappings();
+  CHECK(n >= 2);
+  const cprof__sym_mapping *m = cprof__sym_mapping_at(0);
+  CHECK(m != NULL);
+  char exe[4096];
+  ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  CHECK(len > 0);
+  if (m && len > 0) {
+    exe[len] = '\0';
+    CHECK(m->is_main);
+    CHECK_STREQ(m->path, exe);
+    CHECK(is_hex(m->build_id, 40));
+    CHECK(m->start < m->limit);
+    uintptr_t fn = (uintptr_t)&target_function;
+    CHECK(fn >= m->start && fn < m->limit);
+    if (getenv("CPROF_TEST_VERBOSE"))
+      fprintf(stderr, "  main %llx-%llx @%llx %s %s\n",
+              (unsigned long long)m->start, (unsigned long long)m->limit,
+              (unsigned long long)m->offset, m->path, m->build_id);
+  }
+  int mains = 0;
+  for (size_t i = 0; i < n; i++) {
+    const cprof__sym_mapping *mi = cprof__sym_mapping_at(i);
+    mains += mi->is_main;
+    CHECK(mi->path[0] == '/');
+  }
+  CHECK_EQ_INT(mains, 1);
+  CHECK(cprof__sym_mapping_at(n) == NULL);
+  cprof__sym_unlock();
+}
+
+static void test_libc(void) {
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  uintptr_t pc = (uintptr_t)&getpid + 1;
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  dump("getpid+1", r);
+  CHECK(r && r->mapping > 0);
+  if (r && r->mapping > 0) {
+    const cprof__sym_mapping *m = cprof__sym_mapping_at((size_t)r->mapping);
+    CHECK(strstr(m->path, "libc.so") != NULL);
+    CHECK(!m->is_main);
+    CHECK(r->nframes >= 1);
+    if (r->nframes >= 1) CHECK(strstr(r->frames[r->nframes - 1].name, "getpid"));
+  }
+  cprof__sym_unlock();
+}
+
+static void test_synthetic_and_unknown(void) {
+  cprof__sym_lock();
+  const uintptr_t synth[] = {CPROF__PC_TRUNCATED, CPROF__PC_OVERFLOW,
+                             CPROF__PC_LOST};
+  const cprof__sym_result *rs[3];
+  for (size_t i = 0; i < 3; i++) {
+    const cprof__sym_result *r = rs[i] = cprof__sym_lookup(synth[i]);
+    CHECK(r != NULL);
+    if (!r) continue;
+    CHECK_EQ_INT(r->mapping, -1);
+    CHECK_EQ_INT(r->nframes, 1);
+    CHECK_STREQ(r->frames[0].name, cprof__synthetic_name(synth[i]));
+    CHECK_STREQ(r->frames[0].system_name, cprof__synthetic_name(synth[i]));
+    CHECK_STREQ(r->frames[0].file, "");
+  }
+  /* Earlier results survive later synthetic lookups. */
+  CHECK_STREQ(rs[0]->frames[0].name, "[cprof: stack truncated]");
+
+  const cprof__sym_result *r = cprof__sym_lookup(0x10000);
+  CHECK(r != NULL);
+  if (r) {
+    CHECK_EQ_INT(r->mapping, -1);
+    CHECK_EQ_INT(r->nframes, 0);
+    CHECK(!r->has_line);
+  }
+  cprof__sym_unlock();
+}
+
+static int find_mapping(uintptr_t pc) {
+  for (size_t i = 0; i < cprof__sym_nmappings(); i++) {
+    const cprof__sym_mapping *m = cprof__sym_mapping_at(i);
+    if (pc >= m->start && pc < m->limit) return (int)i;
+  }
+  return -1;
+}
+
+/* dlopens lib, refreshes, and symbolizes sym in it. libz is always loaded
+ * already (libdw needs it); libm usually is not, so it shows a new mapping
+ * appearing and the cache being dropped. */
+static void check_dlopen(const char *lib, const char *sym) {
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  size_t before = cprof__sym_nmappings();
+  const cprof__sym_result *own =
+      cprof__sym_lookup((uintptr_t)&target_function + 4);
+  cprof__sym_unlock();
+
+  void *pre = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);
+  bool loaded = pre != NULL;
+  if (pre) dlclose(pre);
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  CHECK(h != NULL);
+  if (!h) return;
+  void *fn = dlsym(h, sym);
+  CHECK(fn != NULL);
+
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  if (!loaded) {
+    CHECK(cprof__sym_nmappings() > before);
+    /* The rebuild dropped the cache: a fresh result, same answer. */
+    const cprof__sym_result *again =
+        cprof__sym_lookup((uintptr_t)&target_function + 4);
+    CHECK(again && again != own && again->nframes == 1 &&
+          strcmp(again->frames[0].name, "target_function") == 0);
+  }
+  int mi = find_mapping((uintptr_t)fn);
+  CHECK(mi > 0);
+  const cprof__sym_result *r = cprof__sym_lookup((uintptr_t)fn + 1);
+  dump(sym, r);
+  CHECK(r && r->mapping == mi && r->nframes >= 1);
+  if (mi > 0) {
+    const cprof__sym_mapping *m = cprof__sym_mapping_at((size_t)mi);
+    CHECK(strstr(m->path, lib) != NULL);
+    CHECK(is_hex(m->build_id, 40));
+  }
+  if (r && r->nframes >= 1)
+    CHECK(strstr(r->frames[r->nframes - 1].name, sym) != NULL);
+  cprof__sym_unlock();
+  dlclose(h);
+}
+
+static void test_dlopen(void) {
+  check_dlopen("libz.so.1", "deflate");
+  check_dlopen("libm.so.6", "cbrt");
+}
+
+/* A refresh without a change keeps the cache (and the results). */
+static void test_refresh_keeps_cache(void) {
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *a = cprof__sym_lookup((uintptr_t)&caller + 2);
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *b = cprof__sym_lookup((uintptr_t)&caller + 2);
+  CHECK(a == b);
+  cprof__sym_unlock();
+}
+
+int main(void) {
+  RUN(test_own_function);
+  RUN(test_call_site);
+  RUN(test_inlined);
+  RUN(test_mappings);
+  RUN(test_libc);
+  RUN(test_synthetic_and_unknown);
+  RUN(test_refresh_keeps_cache);
+  RUN(test_dlopen);
+  return TEST_RESULT();
+}
