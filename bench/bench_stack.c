@@ -1,0 +1,85 @@
+/*
+ * The cost of what a sample does in its signal handler: walking a ~40-frame
+ * stack, walking and interning it (the table already holds it, the common
+ * case), and adding to an aggregation table. Printed in nanoseconds per
+ * operation, next to an empty loop as the baseline.
+ */
+#include <stdio.h>
+
+#include "agg.h"
+#include "stack.h"
+#include "stacktab.h"
+
+#define DEPTH 40
+#define ITERS 1000000
+
+static volatile uintptr_t sink_;
+
+typedef enum { JOB_WALK, JOB_INTERN } job;
+
+static double per_op(int64_t start, long n) {
+  return (double)(cprof__mono_ns() - start) / (double)n;
+}
+
+/* At the bottom of the recursion; the walk sees DEPTH frames of recurse
+ * plus this one, main and what lies below. */
+__attribute__((noinline)) static void bottom(job j) {
+  uintptr_t pcs[CPROF__STACK_BUF];
+  size_t n = cprof__stack_walk_here(pcs, CPROF__STACK_BUF, 0);
+  int64_t t0 = cprof__mono_ns();
+  for (long i = 0; i < ITERS; i++) sink_ += i;
+  double base = per_op(t0, ITERS);
+
+  t0 = cprof__mono_ns();
+  if (j == JOB_WALK) {
+    for (long i = 0; i < ITERS; i++)
+      sink_ += cprof__stack_walk_here(pcs, CPROF__STACK_BUF, 0);
+    printf("walk %zu frames: %.1f ns (empty loop %.1f ns)\n", n,
+           per_op(t0, ITERS), base);
+  } else {
+    cprof__stacktab_intern(pcs, n);
+    for (long i = 0; i < ITERS; i++) {
+      size_t m = cprof__stack_walk_here(pcs, CPROF__STACK_BUF, 0);
+      sink_ += cprof__stacktab_intern(pcs, m);
+    }
+    printf("walk + intern %zu frames (hit): %.1f ns\n", n, per_op(t0, ITERS));
+    t0 = cprof__mono_ns();
+    for (long i = 0; i < ITERS; i++) sink_ += cprof__stacktab_intern(pcs, n);
+    printf("intern %zu frames (hit): %.1f ns\n", n, per_op(t0, ITERS));
+  }
+}
+
+__attribute__((noinline)) static void recurse(int depth, job j) {
+  if (depth <= 1)
+    bottom(j);
+  else
+    recurse(depth - 1, j);
+  sink_++;
+}
+
+static void bench_agg(void) {
+  cprof__agg *a = cprof__agg_new(2, 4096);
+  int64_t v[2] = {1, 1000};
+  for (uint32_t k = 0; k < 1000; k++) cprof__agg_add(a, 2 + k, 0, v);
+  int64_t t0 = cprof__mono_ns();
+  for (long i = 0; i < ITERS; i++)
+    cprof__agg_add(a, 2 + (uint32_t)(i % 1000), 0, v);
+  printf("agg add (existing key, 2 values): %.1f ns\n", per_op(t0, ITERS));
+  cprof__agg_free(a);
+}
+
+int main(void) {
+  cprof__stack_register_thread();
+  if (cprof__stacktab_init() != 0) return 1;
+  recurse(DEPTH - 2, JOB_WALK);
+  recurse(DEPTH - 2, JOB_INTERN);
+  bench_agg();
+  /* Without cached bounds every new page costs a probe. */
+  cprof__stack_unregister_thread();
+  uintptr_t pcs[CPROF__STACK_BUF];
+  int64_t t0 = cprof__mono_ns();
+  for (long i = 0; i < ITERS / 10; i++)
+    sink_ += cprof__stack_walk_here(pcs, CPROF__STACK_BUF, 0);
+  printf("walk, no cached bounds (shallow): %.1f ns\n", per_op(t0, ITERS / 10));
+  return 0;
+}

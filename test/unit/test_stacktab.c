@@ -1,0 +1,237 @@
+/*
+ * The stack table: interned stacks come back intact, identical stacks share
+ * an id, different ones do not, a full table answers with the overflow id,
+ * and concurrent interning from threads and a SIGPROF handler never corrupts
+ * an entry.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "stack.h"
+#include "stacktab.h"
+#include "testutil.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void) {
+  uint64_t x = rng_state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return rng_state = x;
+}
+
+static int same(cprof__stack_id id, const uintptr_t *pcs, size_t n) {
+  const uintptr_t *got = NULL;
+  size_t m = cprof__stacktab_get(id, &got);
+  return m == n && got && memcmp(got, pcs, n * sizeof(uintptr_t)) == 0;
+}
+
+static void test_round_trip(void) {
+  uintptr_t a[] = {0x401000, 0x402000, 0x403000};
+  uintptr_t b[] = {0x401000, 0x402000, 0x403001};
+  uintptr_t c[] = {0x401000, 0x402000};
+  uintptr_t deep[CPROF__STACK_BUF];
+  for (size_t i = 0; i < CPROF__STACK_BUF; i++) deep[i] = 0x500000 + i * 16;
+  deep[CPROF__STACK_BUF - 1] = CPROF__PC_TRUNCATED;
+
+  size_t before = cprof__stacktab_size();
+  errno = 31337;
+  cprof__stack_id ia = cprof__stacktab_intern(a, 3);
+  CHECK_EQ_INT(errno, 31337);
+  cprof__stack_id ib = cprof__stacktab_intern(b, 3);
+  cprof__stack_id ic = cprof__stacktab_intern(c, 2);
+  cprof__stack_id id = cprof__stacktab_intern(deep, CPROF__STACK_BUF);
+  CHECK(ia > CPROF__STACK_OVERFLOW && ib > CPROF__STACK_OVERFLOW);
+  CHECK(ic > CPROF__STACK_OVERFLOW && id > CPROF__STACK_OVERFLOW);
+  CHECK(ia != ib && ia != ic && ib != ic && id != ia);
+  CHECK(same(ia, a, 3) && same(ib, b, 3) && same(ic, c, 2));
+  CHECK(same(id, deep, CPROF__STACK_BUF));
+  CHECK_EQ_INT(cprof__stacktab_intern(a, 3), ia);
+  CHECK_EQ_INT(cprof__stacktab_intern(b, 3), ib);
+  CHECK_EQ_INT(cprof__stacktab_intern(deep, CPROF__STACK_BUF), id);
+  CHECK_EQ_INT(cprof__stacktab_size(), before + 4);
+
+  const uintptr_t *got = NULL;
+  CHECK_EQ_INT(cprof__stacktab_get(CPROF__STACK_OVERFLOW, &got), 1);
+  CHECK(got && got[0] == CPROF__PC_OVERFLOW);
+  CHECK_EQ_INT(cprof__stacktab_get(CPROF__STACK_NONE, &got), 0);
+  CHECK_EQ_INT(cprof__stacktab_get(0xfffffff0u, &got), 0);
+  CHECK_EQ_INT(cprof__stacktab_get(id + 1000, &got), 0); /* never filled */
+  CHECK_EQ_INT(cprof__stacktab_overflows(), 0);
+}
+
+/* Runs in a child, which gets its own small table. */
+static int overflow_child(void) {
+  int bad = 0;
+  if (cprof__stacktab_init_sized(16, 1000) != 0) return 10;
+  if (cprof__stacktab_init() != 0) return 11; /* keeps the small one */
+  /* 16 slots, 12 usable. */
+  cprof__stack_id ids[12];
+  for (uintptr_t i = 0; i < 12; i++) {
+    uintptr_t pcs[2] = {0x1000 + i, 0x2000};
+    ids[i] = cprof__stacktab_intern(pcs, 2);
+    if (ids[i] <= CPROF__STACK_OVERFLOW) bad |= 1;
+  }
+  uintptr_t more[2] = {0x9000, 0x2000};
+  if (cprof__stacktab_intern(more, 2) != CPROF__STACK_OVERFLOW) bad |= 2;
+  if (cprof__stacktab_overflows() != 1) bad |= 4;
+  /* Stacks already in still resolve. */
+  for (uintptr_t i = 0; i < 12; i++) {
+    uintptr_t pcs[2] = {0x1000 + i, 0x2000};
+    if (cprof__stacktab_intern(pcs, 2) != ids[i]) bad |= 8;
+    if (!same(ids[i], pcs, 2)) bad |= 16;
+  }
+  if (cprof__stacktab_size() != 12) bad |= 32;
+  return bad;
+}
+
+static int pool_child(void) {
+  int bad = 0;
+  if (cprof__stacktab_init_sized(1024, 300) != 0) return 10;
+  uintptr_t pcs[100];
+  for (size_t i = 0; i < 100; i++) pcs[i] = 0x7000 + i;
+  for (uintptr_t k = 0; k < 3; k++) {
+    pcs[0] = k + 0x100000;
+    cprof__stack_id id = cprof__stacktab_intern(pcs, 100);
+    if (id <= CPROF__STACK_OVERFLOW || !same(id, pcs, 100)) bad |= 1;
+  }
+  pcs[0] = 0x200000;
+  if (cprof__stacktab_intern(pcs, 100) != CPROF__STACK_OVERFLOW) bad |= 2;
+  /* A short stack still fits nowhere: the pool is exactly used up. */
+  if (cprof__stacktab_intern(pcs, 1) != CPROF__STACK_OVERFLOW) bad |= 4;
+  if (cprof__stacktab_overflows() != 2) bad |= 8;
+  return bad;
+}
+
+static int not_initialised_child(void) {
+  uintptr_t pcs[1] = {0x1000};
+  return cprof__stacktab_intern(pcs, 1) == CPROF__STACK_OVERFLOW ? 0 : 1;
+}
+
+static void run_child(int (*fn)(void), const char *what) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(fn());
+  int status = 0;
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fprintf(stderr, "%s: child status %#x\n", what, status);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+/* The children must be forked before this process makes its own table,
+ * since a table, once made, stays. */
+static void test_overflow(void) {
+  run_child(not_initialised_child, "not_initialised_child");
+  run_child(overflow_child, "overflow_child");
+  run_child(pool_child, "pool_child");
+}
+
+/* Concurrent interning from threads and a signal handler. */
+
+#define NSTACKS 2000
+#define NTHREADS 4
+#define ROUNDS 20
+
+static uintptr_t stacks[NSTACKS][CPROF__STACK_BUF];
+static size_t depths[NSTACKS];
+static atomic_int conc_bad;
+static atomic_int sig_count;
+static atomic_int sig_bad;
+
+static void make_stacks(void) {
+  for (size_t s = 0; s < NSTACKS; s++) {
+    depths[s] = 1 + rnd() % CPROF__STACK_BUF;
+    for (size_t i = 0; i < depths[s]; i++)
+      stacks[s][i] = 0x400000 + (rnd() % 64) * 16; /* few pcs: collisions */
+    stacks[s][0] = 0x100000 + s; /* but every stack distinct */
+  }
+}
+
+/* Interns every stack once, in an order that depends on the seed: threads
+ * walking the same order in lockstep would mostly race on fresh stacks. */
+static void intern_all(uint64_t seed, atomic_int *bad) {
+  static const size_t strides[] = {7919, 7927, 7933, 7937, 7949, 7951, 7963};
+  size_t stride = strides[seed % CPROF__ARRAY_LEN(strides)];
+  for (size_t k = 0; k < NSTACKS; k++) {
+    size_t s = (size_t)((seed + k * stride) % NSTACKS);
+    cprof__stack_id id = cprof__stacktab_intern(stacks[s], depths[s]);
+    if (id <= CPROF__STACK_OVERFLOW || !same(id, stacks[s], depths[s]))
+      atomic_fetch_add(bad, 1);
+  }
+}
+
+static void on_prof(int sig) {
+  (void)sig;
+  int saved = errno;
+  int c = atomic_fetch_add(&sig_count, 1);
+  size_t s = (size_t)c * 31 % NSTACKS;
+  cprof__stack_id id = cprof__stacktab_intern(stacks[s], depths[s]);
+  if (id <= CPROF__STACK_OVERFLOW || !same(id, stacks[s], depths[s]))
+    atomic_fetch_add(&sig_bad, 1);
+  errno = saved;
+}
+
+static void *worker(void *arg) {
+  uint64_t seed = (uint64_t)(uintptr_t)arg;
+  for (int r = 0; r < ROUNDS; r++) intern_all(seed * 1000003 + (uint64_t)r, &conc_bad);
+  return NULL;
+}
+
+static void test_concurrent(void) {
+  make_stacks();
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_prof;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGPROF, &sa, &old);
+  struct itimerval it = {{0, 200}, {0, 200}};
+  setitimer(ITIMER_PROF, &it, NULL);
+
+  pthread_t th[NTHREADS];
+  for (uintptr_t i = 0; i < NTHREADS; i++)
+    CHECK(pthread_create(&th[i], NULL, worker, (void *)(i + 1)) == 0);
+  /* The main thread interns the same stacks until enough signals landed;
+   * sched_yield lets sanitizers deliver the signals they defer. */
+  int64_t deadline = cprof__mono_ns() + 20 * (int64_t)1000000000;
+  for (uint64_t r = 0; atomic_load(&sig_count) < 200 || r < ROUNDS; r++) {
+    intern_all(r, &conc_bad);
+    sched_yield();
+    if (cprof__mono_ns() > deadline) break;
+  }
+  for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_PROF, &off, NULL);
+  sigaction(SIGPROF, &old, NULL);
+
+  fprintf(stderr, "  %d signals interned, table holds %zu stacks\n",
+          atomic_load(&sig_count), cprof__stacktab_size());
+  CHECK(atomic_load(&sig_count) > 0);
+  CHECK_EQ_INT(atomic_load(&conc_bad), 0);
+  CHECK_EQ_INT(atomic_load(&sig_bad), 0);
+  /* Duplicates are allowed, but only from races: at most a few. */
+  CHECK(cprof__stacktab_size() >= NSTACKS);
+  CHECK(cprof__stacktab_size() < NSTACKS + NSTACKS / 4);
+  CHECK_EQ_INT(cprof__stacktab_overflows(), 0);
+  /* After the dust settles, every stack resolves. */
+  atomic_int bad = 0;
+  intern_all(1, &bad);
+  CHECK_EQ_INT(atomic_load(&bad), 0);
+}
+
+int main(void) {
+  RUN(test_overflow);
+  CHECK_EQ_INT(cprof__stacktab_init(), 0);
+  CHECK_EQ_INT(cprof__stacktab_init(), 0);
+  RUN(test_round_trip);
+  RUN(test_concurrent);
+  return TEST_RESULT();
+}
