@@ -19,7 +19,7 @@ report() {
       f = $1; c = $4; sub(/ms$/, "", f); sub(/ms$/, "", c)
       flat[$6] += f; cum[$6] += c
     }
-    /^Duration:/ { for (i = 1; i <= NF; i++) if ($i == "=") total = $(i + 1) }
+    /^Showing nodes accounting for/ { for (i = 1; i <= NF; i++) if ($i == "total") total = $(i - 1) }
     END {
       sub(/ms$/, "", total)
       printf "%-10s total sampled %.0f ms vs measured %.0f ms (%+.1f%%)\n",

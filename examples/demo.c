@@ -98,6 +98,9 @@ int main(int argc, char **argv) {
 
   printf("demo: cprof %s, running %.1f s on 5 threads\n", cprof_version(),
          run_seconds);
+  int cpu_err = cprof_cpu_start(100);
+  if (cpu_err)
+    fprintf(stderr, "demo: CPU profile: %s\n", cprof_strerror(cpu_err));
   pthread_t workers[4], rep;
   start_worker_pool(workers, 4);
   start_reporter(&rep);
@@ -105,6 +108,20 @@ int main(int argc, char **argv) {
   pthread_join(rep, NULL);
 
   int failed = 0;
+  if (!cpu_err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/cpu.pb.gz", outdir);
+    FILE *f = fopen(path, "wb");
+    cprof_sink sink = cprof_sink_fd(f ? fileno(f) : -1);
+    int err = cprof_cpu_stop(&sink);
+    if (f) fclose(f);
+    if (err) {
+      fprintf(stderr, "demo: cpu: %s\n", cprof_strerror(err));
+      failed = 1;
+    } else {
+      printf("demo: wrote %s\n", path);
+    }
+  }
   for (size_t i = 0; i < cprof_profile_count(); i++) {
     const char *name = cprof_profile_name(i);
     char path[4096];

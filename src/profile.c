@@ -14,6 +14,7 @@
 #include "profile.h"
 #include "stacktab.h"
 #include "symbolize.h"
+#include "threads.h"
 
 typedef struct mapping_state {
   bool used;
@@ -123,9 +124,23 @@ void cprof__prof_drop_comment(cprof__prof *p, const cprof__agg *agg) {
   cprof__prof_comment(p, text);
 }
 
+/* Threads created while cprof is loaded start in its trampoline; a stack
+ * ends below it, as Go's stacks end at the goroutine's function, so the
+ * trampoline and libc's thread start are not shown. */
+static size_t visible_depth(const uintptr_t *pcs, size_t npcs) {
+  uintptr_t tramp = cprof__threads_start_function();
+  for (size_t i = 1; i < npcs; i++) {
+    const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
+    if (r && r->nframes > 0 && r->frames[r->nframes - 1].start == tramp)
+      return i;
+  }
+  return npcs;
+}
+
 void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
                         const int64_t *values,
                         const cprof__pprof_label *labels, size_t nlabels) {
+  npcs = visible_depth(pcs, npcs);
   if (npcs > p->loc_cap) {
     uint64_t *ids = cprof__realloc(p->loc_ids, npcs * sizeof *ids);
     if (!ids) {
@@ -177,6 +192,7 @@ void cprof__text_begin(void) {
 void cprof__text_end(void) { cprof__sym_unlock(); }
 
 int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
+  npcs = visible_depth(pcs, npcs);
   int err = cprof__buf_printf(out, " @");
   for (size_t i = 0; !err && i < npcs; i++)
     err = cprof__buf_printf(out, " %#llx", (unsigned long long)pcs[i]);

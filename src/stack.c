@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -212,15 +213,93 @@ size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp, uintptr_t sp,
   return o.n;
 }
 
+#if defined(__x86_64__)
+/* Reads the 8 bytes at addr if they can be read; a probe costs one system
+ * call, so callers use it only for the few words outside the stack. */
+CPROF__NO_SANITIZE_MEM static int read_word(uintptr_t addr, uintptr_t *out) {
+  if (addr < CPROF__PAGE || !cprof__stack_readable(addr)) return 0;
+  memcpy(out, (const void *)addr, sizeof *out);
+  return 1;
+}
+
+/* The function a call instruction ending at ret calls: a direct call
+ * (E8 rel32, through a PLT stub when the stub's jump can be read) or a call
+ * through a rip-relative pointer (FF 15 disp32, as -fno-plt emits). 0 when
+ * the bytes before ret are not such a call. */
+static uintptr_t call_target(uintptr_t ret) {
+  uintptr_t before, target;
+  if (!read_word(ret - 8, &before)) return 0;
+  const unsigned char *b = (const unsigned char *)&before; /* b[7] = ret-1 */
+  int32_t disp;
+  if (b[3] == 0xe8) {
+    memcpy(&disp, b + 4, 4);
+    target = ret + (uintptr_t)(intptr_t)disp;
+    /* A PLT stub: [endbr64] [bnd] jmp *disp32(%rip). */
+    uintptr_t stub;
+    if (!read_word(target, &stub)) return target;
+    const unsigned char *c = (const unsigned char *)&stub;
+    size_t at = 0;
+    if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa) at = 4;
+    if (c[at] == 0xf2) at++;
+    if (at + 2 <= 8 && c[at] == 0xff && c[at + 1] == 0x25) {
+      uintptr_t tail, slot;
+      if (!read_word(target + at + 2, &tail)) return target;
+      memcpy(&disp, &tail, 4);
+      if (read_word(target + at + 6 + (uintptr_t)(intptr_t)disp, &slot))
+        return slot;
+    }
+    return target;
+  }
+  if (b[1] == 0xff && b[2] == 0x15) {
+    memcpy(&disp, b + 3, 4);
+    uintptr_t slot;
+    return read_word(ret + (uintptr_t)(intptr_t)disp, &slot) ? slot : 0;
+  }
+  return 0;
+}
+
+/*
+ * A sample that lands in a function that has not set up a frame (gcc omits
+ * the frame pointer in leaf functions even with -fno-omit-frame-pointer,
+ * and every function lacks one at its first instruction) finds rbp still
+ * naming the caller's caller, so the chain would skip the caller. Its
+ * return address is then at [sp]. That word is trusted only when the
+ * instruction before it is a call whose target is the function holding pc
+ * (at most 1 MiB below it), which a local variable will not imitate.
+ * Returns the return address, or 0.
+ */
+CPROF__NO_SANITIZE_MEM static uintptr_t leaf_return(uintptr_t pc,
+                                                    uintptr_t sp) {
+  uintptr_t hi = tls_hi, lo = tls_lo, ret;
+  if (sp & 7) return 0;
+  if (hi != 0 && sp >= lo && sp + 8 <= hi) {
+    ret = *(const uintptr_t *)sp;
+  } else if (!read_word(sp, &ret)) {
+    return 0;
+  }
+  if (ret < CPROF__MIN_RETURN) return 0;
+  uintptr_t target = call_target(ret);
+  if (target == 0 || target > pc || pc - target > CPROF__STACK_MAX_STEP)
+    return 0;
+  return ret;
+}
+#endif
+
 size_t cprof__stack_walk_ucontext(const void *ucontext, uintptr_t *pcs,
                                   size_t max) {
   const ucontext_t *uc = ucontext;
   if (!uc || max == 0) return 0;
 #if defined(__x86_64__)
-  return cprof__stack_walk_from((uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
-                                (uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
-                                (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-                                pcs, max);
+  uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+  uintptr_t fp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+  uintptr_t sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+  int saved = errno;
+  walk_out o = {pcs, max, 0, 0};
+  uintptr_t ret = leaf_return(pc, sp);
+  if (emit(&o, pc) && (!ret || emit(&o, ret - 1)))
+    walk_chain(&o, fp, ret ? sp + 8 : sp);
+  errno = saved;
+  return o.n;
 #elif defined(__aarch64__)
   return cprof__stack_walk_from((uintptr_t)uc->uc_mcontext.pc,
                                 (uintptr_t)uc->uc_mcontext.regs[29],

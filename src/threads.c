@@ -51,7 +51,7 @@ static void thread_exiting(void *unused) {
   cprof__stack_unregister_thread();
 }
 
-static void *trampoline(void *p) {
+static void *cprof__thread_main(void *p) {
   thread_start start = *(thread_start *)p;
   cprof__free(p);
   cprof__stack_register_thread();
@@ -61,6 +61,10 @@ static void *trampoline(void *p) {
   ret = start.fn(start.arg);
   pthread_cleanup_pop(1);
   return ret;
+}
+
+uintptr_t cprof__threads_start_function(void) {
+  return (uintptr_t)cprof__thread_main;
 }
 
 CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
@@ -77,7 +81,7 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   int rc;
   if (start) {
     *start = (thread_start){fn, arg};
-    rc = real(thread, attr, trampoline, start);
+    rc = real(thread, attr, cprof__thread_main, start);
     if (rc != 0) cprof__free(start);
   } else {
     rc = real(thread, attr, fn, arg);

@@ -12,6 +12,10 @@
 
 CPROF__HIDDEN extern const cprof__profile_def cprof__threadcreate_profile;
 
+/* The address of the trampoline every thread created through cprof starts
+ * in, so encoders can end stacks there. */
+CPROF__HIDDEN uintptr_t cprof__threads_start_function(void);
+
 /* Prepares the module; idempotent and thread-safe. Not signal-safe. */
 CPROF__HIDDEN void cprof__threads_init(void);
 
