@@ -47,11 +47,12 @@ __attribute__((noinline)) static size_t parse_records(unsigned seed) {
   return total;
 }
 
+static volatile uint64_t sink;
+
 static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
   unsigned char block[16384];
   memset(block, (int)seed, sizeof block);
-  volatile uint64_t sink = 0;
   double end = now() + run_seconds;
   while (now() < end) {
     sink += crunch_numbers(block, sizeof block);

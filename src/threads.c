@@ -11,6 +11,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "agg.h"
@@ -91,6 +92,20 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
     cprof__agg_add(creations, cprof__stacktab_intern(pcs, n), 0, &one);
   }
   errno = saved_errno;
+  return rc;
+}
+
+int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
+                        const char *name) {
+  cprof__threads_init();
+  pthread_create_fn real = atomic_load(&real_create);
+  if (!real) return EAGAIN;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = real(thread, NULL, fn, arg);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc == 0 && name) pthread_setname_np(*thread, name);
   return rc;
 }
 

@@ -8,6 +8,8 @@
 #ifndef CPROF_THREADS_H
 #define CPROF_THREADS_H
 
+#include <pthread.h>
+
 #include "registry.h"
 
 CPROF__HIDDEN extern const cprof__profile_def cprof__threadcreate_profile;
@@ -15,6 +17,13 @@ CPROF__HIDDEN extern const cprof__profile_def cprof__threadcreate_profile;
 /* The address of the trampoline every thread created through cprof starts
  * in, so encoders can end stacks there. */
 CPROF__HIDDEN uintptr_t cprof__threads_start_function(void);
+
+/* Starts one of cprof's own threads: created directly (not counted in
+ * threadcreate), named name, with every signal blocked so that no signal
+ * meant for the application is ever handled on it. Returns 0 or an errno
+ * value. Normal context. */
+CPROF__HIDDEN int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *),
+                                      void *arg, const char *name);
 
 /* Prepares the module; idempotent and thread-safe. Not signal-safe. */
 CPROF__HIDDEN void cprof__threads_init(void);

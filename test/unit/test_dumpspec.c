@@ -1,0 +1,94 @@
+/*
+ * The dump specification grammar: good specs parse to the right items,
+ * and each kind of bad spec is rejected with a message naming the problem
+ * and its column.
+ */
+#include "dumpspec.h"
+#include "testutil.h"
+
+static void test_good(void) {
+  cprof__dump_spec s;
+  char err[160];
+  CHECK_EQ_INT(cprof__dump_parse("cpu,heap=debug=1,mutex=debug=1:rate=1000",
+                                 &s, err, sizeof err),
+               0);
+  CHECK_EQ_INT(s.n, 3);
+  CHECK_STREQ(s.items[0].name, "cpu");
+  CHECK_EQ_INT(s.items[0].debug, 0);
+  CHECK_STREQ(s.items[1].name, "heap");
+  CHECK_EQ_INT(s.items[1].debug, 1);
+  CHECK(!s.items[1].has_rate);
+  CHECK_STREQ(s.items[2].name, "mutex");
+  CHECK_EQ_INT(s.items[2].debug, 1);
+  CHECK(s.items[2].has_rate);
+  CHECK_EQ_INT(s.items[2].rate, 1000);
+
+  CHECK_EQ_INT(cprof__dump_parse("cpu=hz=250,threads=debug=2,block=rate=0",
+                                 &s, err, sizeof err),
+               0);
+  CHECK_EQ_INT(s.items[0].hz, 250);
+  CHECK_STREQ(s.items[1].name, "goroutine");
+  CHECK_EQ_INT(s.items[1].debug, 2);
+  CHECK(s.items[2].has_rate && s.items[2].rate == 0);
+  CHECK_EQ_INT(cprof__dump_parse("allocs=rate=1", &s, err, sizeof err), 0);
+  CHECK_EQ_INT(cprof__dump_parse("threadcreate", &s, err, sizeof err), 0);
+}
+
+static void test_bad(void) {
+  static const struct {
+    const char *spec;
+    const char *message; /* the whole message */
+  } cases[] = {
+      {"", "empty specification at column 1"},
+      {",heap", "empty item at column 1"},
+      {"heap,,cpu", "empty item at column 6"},
+      {"heap,", "empty item at column 6"},
+      {"hepa", "unknown profile \"hepa\" at column 1"},
+      {"cpu,hepa=debug=1", "unknown profile \"hepa\" at column 5"},
+      {"heap,heap=debug=1", "duplicate profile \"heap\" at column 6"},
+      {"goroutine,threads", "duplicate profile \"threads\" at column 11"},
+      {"heap=", "'=' without parameters after \"heap\" at column 6"},
+      {"=debug=1", "item without a profile name \"=debug=1\" at column 1"},
+      {"heap=debug", "parameter without a value \"debug\" at column 6"},
+      {"heap=debug=", "missing value \"debug=\" at column 12"},
+      {"heap=debug=1:", "empty parameter at column 14"},
+      {"heap=:debug=1", "empty parameter at column 6"},
+      {"heap==1", "parameter without a name \"=1\" at column 6"},
+      {"heap=color=red", "unknown parameter \"color\" at column 6"},
+      {"heap=debug=1:debug=0", "duplicate parameter \"debug\" at column 14"},
+      {"heap=debug=x",
+       "bad value (not a number) for \"debug=x\" at column 12"},
+      {"heap=debug=3",
+       "bad value (out of range [0, 2]) for \"debug=3\" at column 12"},
+      {"heap=rate=-1",
+       "bad value (out of range [0, 1099511627776]) for \"rate=-1\" at column 11"},
+      {"heap=rate=12abc",
+       "bad value (unexpected 'a' after the number) for \"rate=12abc\" at column 11"},
+      {"cpu=debug=1",
+       "cpu has no text form; debug must be 0 \"debug=1\" at column 5"},
+      {"cpu=rate=5", "this profile takes no rate \"rate=5\" at column 5"},
+      {"heap=hz=5", "only cpu takes hz \"hz=5\" at column 6"},
+      {"cpu=hz=0", "bad value (out of range [1, 10000]) for \"hz=0\" at column 8"},
+      {"cpu,heap,allocs,threadcreate,goroutine,mutex,block,cpu",
+       "duplicate profile \"cpu\" at column 52"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    cprof__dump_spec s;
+    char err[200] = "";
+    int rc = cprof__dump_parse(cases[i].spec, &s, err, sizeof err);
+    if (rc != CPROF_EINVAL || strcmp(err, cases[i].message) != 0)
+      fprintf(stderr, "spec \"%s\": rc %d, message \"%s\", want \"%s\"\n",
+              cases[i].spec, rc, err, cases[i].message);
+    CHECK_EQ_INT(rc, CPROF_EINVAL);
+    CHECK_STREQ(err, cases[i].message);
+  }
+  cprof__dump_spec s;
+  char err[64];
+  CHECK_EQ_INT(cprof__dump_parse(NULL, &s, err, sizeof err), CPROF_EINVAL);
+}
+
+int main(void) {
+  RUN(test_good);
+  RUN(test_bad);
+  return TEST_RESULT();
+}
