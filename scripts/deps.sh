@@ -7,9 +7,14 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # the build
   zlib1g-dev libdw-dev libelf-dev    # gzip, symbolization, build IDs
+  libmicrohttpd-dev                  # the /debug/pprof/ HTTP endpoint
+  libcurl4-openssl-dev               # pushing to a profiling backend
+  python3                            # the test suite's Pyroscope-style receiver
   clang libclang-rt-14-dev           # libFuzzer targets
   golang-go                          # go tool pprof, the reference reader
   curl                               # fetching from the endpoint in tests
+  chromium                           # loading the endpoint's index page in tests
+  wrk                                # the endpoint's load figure (bench/http_load.sh)
 )
 
 missing=()

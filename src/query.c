@@ -1,0 +1,169 @@
+/*
+ * The HTTP endpoint's input parsers (see query.h). Everything here reads
+ * bytes a remote client chose, so every loop is bounded by an explicit
+ * length and every output by its buffer; nothing allocates, nothing keeps
+ * state, and nothing may assume NUL termination of its input. The fuzzer
+ * (fuzz/fuzz_query.c) holds these promises to account.
+ */
+#include "query.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int hexval(unsigned char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+/* Decodes len bytes at s into out (which has room for len + 1 bytes);
+ * plus_space turns '+' into ' ' (query) or keeps it (path). Returns the
+ * decoded length, or -1 with a reason in err. */
+static long decode(const char *s, size_t len, char *out, bool plus_space,
+                   char *err, size_t errlen) {
+  size_t o = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '%') {
+      int hi = i + 1 < len ? hexval((unsigned char)s[i + 1]) : -1;
+      int lo = i + 2 < len ? hexval((unsigned char)s[i + 2]) : -1;
+      if (hi < 0 || lo < 0) {
+        /* Go's url.EscapeError text, quoting at most the 3 bytes seen. */
+        size_t n = len - i < 3 ? len - i : 3;
+        char shown[4] = {0};
+        for (size_t k = 0; k < n; k++) {
+          unsigned char b = (unsigned char)s[i + k];
+          shown[k] = b >= 0x20 && b < 0x7f && b != '"' ? (char)b : '?';
+        }
+        snprintf(err, errlen, "invalid URL escape \"%s\"", shown);
+        return -1;
+      }
+      c = (unsigned char)(hi << 4 | lo);
+      i += 2;
+    } else if (c == '+' && plus_space) {
+      c = ' ';
+    }
+    if (c == 0) {
+      snprintf(err, errlen, "invalid NUL byte in URL");
+      return -1;
+    }
+    out[o++] = (char)c;
+  }
+  out[o] = 0;
+  return (long)o;
+}
+
+int cprof__query_parse(cprof__query *q, const char *s, size_t len, char *err,
+                       size_t errlen) {
+  q->npairs = 0;
+  if (len > CPROF__QUERY_MAX_LEN) {
+    snprintf(err, errlen, "query string too long (limit %d bytes)",
+             CPROF__QUERY_MAX_LEN);
+    return CPROF_EINVAL;
+  }
+  char *out = q->storage;
+  size_t i = 0;
+  while (i < len) {
+    size_t end = i;
+    while (end < len && s[end] != '&') end++;
+    if (end > i) {
+      if (q->npairs == CPROF__QUERY_MAX_PAIRS) {
+        snprintf(err, errlen, "too many query parameters (limit %d)",
+                 CPROF__QUERY_MAX_PAIRS);
+        return CPROF_EINVAL;
+      }
+      size_t eq = i;
+      while (eq < end && s[eq] != '=') eq++;
+      cprof__query_pair *p = &q->pairs[q->npairs];
+      long n = decode(s + i, eq - i, out, true, err, errlen);
+      if (n < 0) return CPROF_EINVAL;
+      p->key = out;
+      out += n + 1;
+      size_t vstart = eq < end ? eq + 1 : end;
+      n = decode(s + vstart, end - vstart, out, true, err, errlen);
+      if (n < 0) return CPROF_EINVAL;
+      p->value = out;
+      out += n + 1;
+      q->npairs++;
+    }
+    i = end + 1;
+  }
+  return 0;
+}
+
+const char *cprof__query_get(const cprof__query *q, const char *key) {
+  for (size_t i = 0; i < q->npairs; i++)
+    if (strcmp(q->pairs[i].key, key) == 0) return q->pairs[i].value;
+  return NULL;
+}
+
+int cprof__path_decode(const char *s, size_t len, char *out, size_t outlen,
+                       char *err, size_t errlen) {
+  if (outlen == 0 || len > outlen - 1) {
+    snprintf(err, errlen, "URL path too long");
+    return CPROF_EINVAL;
+  }
+  return decode(s, len, out, false, err, errlen) < 0 ? CPROF_EINVAL : 0;
+}
+
+bool cprof__go_atoi(const char *s, int64_t *out) {
+  if (!s) return false;
+  bool negative = false;
+  if (*s == '+' || *s == '-') negative = *s++ == '-';
+  if (!*s) return false;
+  uint64_t v = 0;
+  uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  for (; *s; s++) {
+    if (*s < '0' || *s > '9') return false;
+    unsigned d = (unsigned)(*s - '0');
+    if (v > (limit - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = negative ? (v == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)v)
+                  : (int64_t)v;
+  return true;
+}
+
+bool cprof__parse_address(const char *s, size_t len, uint64_t *out) {
+  unsigned base = 10;
+  size_t i = 0;
+  if (len >= 2 && s[0] == '0') {
+    char p = s[1];
+    if (p == 'x' || p == 'X')
+      base = 16, i = 2;
+    else if (p == 'o' || p == 'O')
+      base = 8, i = 2;
+    else if (p == 'b' || p == 'B')
+      base = 2, i = 2;
+    else
+      base = 8, i = 1;
+  }
+  if (i == len) return false;
+  uint64_t v = 0;
+  for (; i < len; i++) {
+    int d = hexval((unsigned char)s[i]);
+    if (d < 0 || (unsigned)d >= base) return false;
+    if (v > (UINT64_MAX - (unsigned)d) / base) return false;
+    v = v * base + (unsigned)d;
+  }
+  *out = v;
+  return true;
+}
+
+size_t cprof__symbol_addresses(const char *s, size_t len,
+                               void (*fn)(uint64_t addr, void *ctx),
+                               void *ctx) {
+  size_t calls = 0, i = 0;
+  while (i <= len) {
+    size_t end = i;
+    while (end < len && s[end] != '+') end++;
+    uint64_t addr;
+    if (cprof__parse_address(s + i, end - i, &addr) && addr != 0) {
+      fn(addr, ctx);
+      calls++;
+    }
+    i = end + 1;
+  }
+  return calls;
+}
