@@ -47,7 +47,7 @@ __attribute__((noinline)) static size_t parse_records(unsigned seed) {
   return total;
 }
 
-static volatile uint64_t sink;
+static volatile uint64_t result;
 
 static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
@@ -55,8 +55,8 @@ static void *worker(void *arg) {
   memset(block, (int)seed, sizeof block);
   double end = now() + run_seconds;
   while (now() < end) {
-    sink += crunch_numbers(block, sizeof block);
-    sink += parse_records(seed++);
+    result += crunch_numbers(block, sizeof block);
+    result += parse_records(seed++);
   }
   return NULL;
 }

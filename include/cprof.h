@@ -45,7 +45,12 @@ extern "C" {
   XX(EDISABLED, -7, "profile is disabled")                               \
   XX(ESYS, -8, "system call failed")                                     \
   XX(EUNSUPPORTED, -9, "not supported")                                  \
-  XX(ESYMBOLS, -10, "symbolization failed")
+  XX(ESYMBOLS, -10, "symbolization failed")                              \
+  XX(EADDRINUSE, -11, "address already in use")                          \
+  XX(ENOTLOOPBACK, -12, "non-loopback address refused without allow_remote") \
+  XX(ECANCELED, -13, "cancelled before the profile was complete")        \
+  XX(EMUTEXOFF, -14, "mutex profile is not enabled")                     \
+  XX(EBLOCKOFF, -15, "block profile is not enabled")
 
 typedef enum cprof_err {
 #define CPROF_ERR_ENUM_(name, code, msg) CPROF_##name = (code),
@@ -149,6 +154,222 @@ CPROF_EXPORT long cprof_profile_entries(const char *name);
  */
 CPROF_EXPORT int cprof_cpu_start(int hz);
 CPROF_EXPORT int cprof_cpu_stop(const cprof_sink *sink);
+
+/*
+ * Heap sampling. cprof interposes the malloc family (which C++ operator
+ * new and delete reach) and samples allocations as Go does: on average one sample
+ * per rate bytes allocated, each sample standing for the allocations around
+ * it (profiles "heap" and "allocs" scale them back). The default rate is
+ * 524288 bytes, or CPROF_HEAP_RATE from the environment; 0 turns sampling
+ * off and 1 records every allocation.
+ *
+ * cprof_heap_set_rate(rate) sets the rate and returns the previous one; a
+ * negative rate only reads it. Set it once, early: the calling thread
+ * switches at once, other threads at their next sample (within 1 MiB of
+ * allocation when sampling was off), and profiles scale every record by the
+ * rate in force when they are written. Thread-safe.
+ */
+CPROF_EXPORT long cprof_heap_set_rate(long rate);
+
+/*
+ * The HTTP endpoint: Go's /debug/pprof/ routes, parameters, headers, status
+ * codes and error texts (index, cmdline, profile, symbol and every named
+ * profile with debug and seconds deltas), served by a dedicated
+ * libmicrohttpd server so that go tool pprof, Parca, Grafana Alloy and
+ * Pyroscope work against a C program unchanged. docs/http.md has the
+ * details.
+ *
+ * Safer than Go's by default: it listens on loopback unless allow_remote is
+ * set, a unix socket is created mode 0600, an optional bearer token is
+ * required on every request, CPU and delta profiles are capped in length
+ * and one CPU profile runs at a time, and connections, request sizes and
+ * idle time are bounded.
+ *
+ * Zero-initialise the config; zero fields take their defaults and fields
+ * may be added at the end in later versions.
+ */
+typedef struct cprof_http cprof_http;
+
+typedef struct cprof_http_config {
+  /* "127.0.0.1:6060" (the default when NULL), "[::1]:6060", "localhost:0",
+   * ":6060" (every interface: needs allow_remote) or "unix:/path". Port 0
+   * picks a free port; cprof_http_port() says which. */
+  const char *addr;
+  /* When nonzero, replaces the port in addr. */
+  unsigned port;
+  /* Nonzero switches the mutex profile (fraction 10) and the block profile
+   * (rate 10 us) on for the whole process, unless the application already
+   * set them; both cost something on every contended lock. */
+  int enable_mutex_profile;
+  int enable_block_profile;
+  /* When set, every request needs "Authorization: Bearer <token>"
+   * (compared in constant time); others get 401. Printable ASCII, no
+   * spaces. Never logged. */
+  const char *token;
+  /* Nonzero allows a non-loopback address; without it cprof_http_start
+   * refuses one with CPROF_ENOTLOOPBACK. */
+  int allow_remote;
+  /* The longest ?seconds=N a CPU profile or a delta may ask for
+   * (0 = 300); longer requests get 400. */
+  int max_cpu_seconds;
+  /* Receives one line per request and the server's errors (NULL: errors
+   * at start go to stderr, the rest are dropped). Called from server
+   * threads, concurrently. */
+  void (*logger)(void *ctx, const char *line);
+  void *logger_ctx;
+  /* Concurrent connections (0 = 32) and idle seconds before a connection
+   * is closed (0 = 30). */
+  unsigned max_connections;
+  unsigned idle_timeout_seconds;
+} cprof_http_config;
+
+/* Binds the address and starts serving. The failure to bind (a port in
+ * use: CPROF_EADDRINUSE) is reported here, synchronously, with one line on
+ * the logger (or stderr). NULL cfg or out is CPROF_EINVAL. Thread-safe;
+ * several servers may run at once. */
+CPROF_EXPORT int cprof_http_start(const cprof_http_config *cfg,
+                                  cprof_http **out);
+
+/* Stops the server: running profiles are abandoned (within 0.1 s), the
+ * listening socket is closed and a unix socket file removed. NULL is
+ * CPROF_EINVAL. Not to be called concurrently for the same server. */
+CPROF_EXPORT int cprof_http_stop(cprof_http *srv);
+
+/* The TCP port the server listens on (the one chosen for port 0), 0 for a
+ * unix socket, or CPROF_EINVAL for NULL. Thread-safe. */
+CPROF_EXPORT int cprof_http_port(const cprof_http *srv);
+
+/*
+ * Dumps on termination and signals. spec lists profiles separated by ',';
+ * the first '=' after a name starts its parameters, which are key=value
+ * pairs separated by ':', e.g. "cpu,heap=debug=1,mutex=debug=1:rate=1000".
+ * Names: cpu, heap, allocs, threadcreate, goroutine (threads), mutex,
+ * block. Keys: debug (0 = gzipped pprof, 1 or 2 = Go's text; cpu has only
+ * 0), rate (heap/allocs: sampling bytes; mutex: fraction; block:
+ * nanoseconds), hz (cpu).
+ *
+ * The listed profiles are collected from now on (cpu runs until the dump)
+ * and written as PEM blocks ("-----BEGIN PPROF HEAP-----" ... base64 ...
+ * "-----END PPROF HEAP-----") to stderr, or appended to the file named by
+ * CPROF_DUMP_OUT, on SIGTERM, SIGINT and SIGUSR1 and at normal exit.
+ * SIGTERM and SIGINT still end the program as they would have (the parent
+ * sees the signal); SIGUSR1 dumps and the program carries on, with a new
+ * CPU window. `cprof extract` turns a log back into profile files.
+ *
+ * The same configuration comes from the CPROF_DUMP environment variable
+ * when the library loads. Returns 0; CPROF_EINVAL with a message pointing at
+ * the offending part of spec in errbuf (when errbuf is not NULL);
+ * CPROF_EUNSUPPORTED for a profile this build lacks; CPROF_EBUSY when dumps
+ * are already configured. Thread-safe; not from a signal handler.
+ */
+CPROF_EXPORT int cprof_dump_configure(const char *spec, char *errbuf,
+                                      size_t errlen);
+
+/*
+ * Lock contention, with Go's meanings; both profiles are off by default.
+ * The "block" profile shows where threads waited (mutex and rwlock slow
+ * paths, condition variables, semaphores, barriers, pthread_join); the
+ * "mutex" profile charges each wait on a mutex or rwlock to the stack that
+ * released the lock. The "goroutine" (alias "threads") profile is every
+ * thread's current stack; see docs/contention.md.
+ *
+ * cprof_set_mutex_profile_fraction(rate) samples 1 in rate contention
+ * events (1 = all, 0 = off) and returns the previous rate; a negative rate
+ * only reads it (Go's SetMutexProfileFraction). Thread-safe.
+ *
+ * cprof_set_block_profile_rate(rate_ns) records on average one blocking
+ * event per rate_ns nanoseconds spent blocked (1 = every event; <= 0 = off),
+ * as Go's SetBlockProfileRate. Returns 0 or CPROF_ENOMEM. Thread-safe.
+ * cprof_block_profile_rate() returns the current rate.
+ *
+ * The environment variables CPROF_MUTEX_FRACTION and CPROF_BLOCK_RATE set
+ * the same values when the library loads.
+ */
+CPROF_EXPORT int cprof_set_mutex_profile_fraction(int rate);
+CPROF_EXPORT int cprof_set_block_profile_rate(long long rate_ns);
+CPROF_EXPORT long long cprof_block_profile_rate(void);
+
+/*
+ * profilez: any profile's bytes, for serving over the application's own
+ * admin channel (a line protocol, an RPC, a system account), as an
+ * alternative to the HTTP endpoint. Opt-in: until the application calls
+ * cprof_enable() (or starts the HTTP endpoint, dumps or the pusher) every
+ * call fails with CPROF_ENOTENABLED ("Profiling is not enabled").
+ *
+ * name is a profile name ("heap", "allocs", "goroutine", "threadcreate",
+ * "mutex", "block") or "profile" (alias "cpu") for a CPU profile over
+ * seconds (0 = 30, as Go). debug 0 is gzipped pprof, 1 or 2 Go's text.
+ * seconds > 0 on a named profile returns the difference over that many
+ * seconds (pprof only, like Go's ?seconds=N). The bytes are appended to
+ * out; free it with cprof_buf_free().
+ *
+ * Errors: CPROF_ENOTENABLED; CPROF_ENOPROFILE for an unknown name;
+ * CPROF_EMUTEXOFF / CPROF_EBLOCKOFF when the mutex / block profile was not
+ * switched on (cprof_set_mutex_profile_fraction,
+ * cprof_set_block_profile_rate, or their environment variables); CPROF_EBUSY
+ * when every CPU profile slot is taken; CPROF_EINVAL for a negative debug,
+ * seconds outside 0..300, or debug with seconds. Thread-safe: the calling
+ * thread waits out the seconds; other profiles are not held up.
+ */
+CPROF_EXPORT int cprof_enable(void);
+CPROF_EXPORT int cprof_profilez(const char *name, int debug, int seconds,
+                                cprof_buf *out);
+
+/*
+ * Pushing to a continuous-profiling backend (Grafana Pyroscope's
+ * POST /ingest, or anything that speaks it): every interval, aligned to the
+ * wall clock so windows from many hosts line up, the CPU profile of the
+ * window just ended, a heap snapshot and, when those profiles are on, the
+ * mutex and block deltas are uploaded as multipart "profile" fields with
+ * name=<app>{hostname=..,pid=..,service_name=<app>,<labels>}, from, until
+ * and spyName=cprof.
+ *
+ * Uploads run on cprof's own threads through a bounded queue: when the
+ * backend is slow or down, the oldest waiting profile is dropped and
+ * counted, never the application slowed. Failed uploads are retried (1, 2,
+ * 4 s backoff) on no answer, 408, 429 and 5xx; redirects are not followed;
+ * credentials are never logged. The same settings come from CPROF_PUSH_URL,
+ * CPROF_PUSH_APP, CPROF_PUSH_LABELS, CPROF_PUSH_BASIC_AUTH,
+ * CPROF_PUSH_TOKEN, CPROF_PUSH_TENANT and CPROF_PUSH_INTERVAL when the
+ * library loads.
+ */
+typedef struct cprof_push cprof_push;
+
+typedef struct cprof_push_config {
+  const char *url;          /* the server, e.g. "http://127.0.0.1:4040" */
+  const char *app_name;     /* default: the program's name */
+  const char *labels;       /* extra labels, "env=prod,region=eu" */
+  const char *basic_auth;   /* "user:password" */
+  const char *bearer_token; /* sent as Authorization: Bearer */
+  const char *tenant_id;    /* sent as X-Scope-OrgID */
+  int interval_seconds;     /* default 10 */
+  int timeout_seconds;      /* per request, default 10 */
+  int cpu_hz;               /* default CPROF_CPU_HZ or 100 */
+  int queue_length;         /* profiles waiting for upload, default 16 */
+  /* Receives one line per problem (never a credential); NULL: stderr. */
+  void (*logger)(void *ctx, const char *line);
+  void *logger_ctx;
+  /* Fields may be added at the end; zero-initialise. */
+} cprof_push_config;
+
+typedef struct cprof_push_stats {
+  uint64_t uploaded; /* profiles the backend accepted */
+  uint64_t failed;   /* profiles given up on after retries */
+  uint64_t dropped;  /* profiles dropped because the queue was full */
+  uint64_t retried;  /* extra attempts made */
+} cprof_push_stats;
+
+/* Starts pushing. CPROF_EINVAL for a missing or non-http(s) url, a bad
+ * app name or label, both basic auth and a token, or values out of range
+ * (the reason goes to the logger); CPROF_ESYS when a thread cannot start.
+ * Thread-safe. */
+CPROF_EXPORT int cprof_push_start(const cprof_push_config *cfg,
+                                  cprof_push **out);
+/* Stops pushing: the current window is not uploaded, waiting uploads are
+ * abandoned, threads are joined. Thread-safe; once per pusher. */
+CPROF_EXPORT int cprof_push_stop(cprof_push *p);
+CPROF_EXPORT void cprof_push_get_stats(const cprof_push *p,
+                                       cprof_push_stats *out);
 
 #ifdef __cplusplus
 }

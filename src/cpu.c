@@ -408,6 +408,16 @@ int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
   return err;
 }
 
+int cprof__cpu_profile_for(int hz, int64_t ns, cprof__wait_fn wait,
+                           void *ctx, const cprof_sink *sink) {
+  cprof__cpu_session *s;
+  int err = cprof__cpu_session_start(hz, &s);
+  if (err) return err;
+  bool complete = wait(ctx, ns);
+  err = cprof__cpu_session_stop(s, complete ? sink : NULL);
+  return complete ? err : CPROF_ECANCELED;
+}
+
 int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 
 void cprof__cpu_thread_started(void) {

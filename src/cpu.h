@@ -14,6 +14,7 @@
 #define CPROF_CPU_H
 
 #include "internal.h"
+#include "registry.h"
 
 #define CPROF__CPU_SESSIONS 4
 #define CPROF__CPU_DEFAULT_HZ 100
@@ -31,6 +32,13 @@ CPROF__HIDDEN int cprof__cpu_session_start(int hz, cprof__cpu_session **out);
  * discards it when sink is NULL. Returns 0 or a negative cprof_err. */
 CPROF__HIDDEN int cprof__cpu_session_stop(cprof__cpu_session *s,
                                           const cprof_sink *sink);
+
+/* A CPU profile over one window: starts a session at hz, waits ns with
+ * wait, and writes the profile to sink. Returns 0; CPROF_ECANCELED when the
+ * wait was cut short (nothing written); or the session's errors. */
+CPROF__HIDDEN int cprof__cpu_profile_for(int hz, int64_t ns,
+                                         cprof__wait_fn wait, void *ctx,
+                                         const cprof_sink *sink);
 
 /* The rate the engine samples at now, 0 when it is idle. */
 CPROF__HIDDEN int cprof__cpu_engine_hz(void);

@@ -32,6 +32,7 @@
 #include "dumpspec.h"
 #include "env.h"
 #include "mem.h"
+#include "profilez.h"
 #include "registry.h"
 #include "threads.h"
 
@@ -319,6 +320,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   pthread_detach(t);
   pthread_atfork(NULL, NULL, child_after_fork);
   atexit(dump_at_exit);
+  cprof__mark_enabled();
   return install_signals();
 }
 

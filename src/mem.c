@@ -12,7 +12,10 @@
 
 #include "mem.h"
 
-static __thread int guard_depth CPROF__TLS;
+/* volatile: the compiler knows malloc and friends cannot read a static
+ * whose address never escapes, and would otherwise drop the increments
+ * around them as dead stores. */
+static __thread volatile int guard_depth CPROF__TLS;
 
 void cprof__guard_enter(void) { guard_depth++; }
 void cprof__guard_exit(void) { guard_depth--; }

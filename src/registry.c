@@ -2,22 +2,31 @@
  * The named-profile registry (see registry.h) and the public functions that
  * look profiles up by name. Adding a profile is one line in the table.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "contention.h"
+#include "goroutine.h"
+#include "heap.h"
 #include "hmap.h"
 #include "mem.h"
 #include "registry.h"
 #include "threads.h"
 
 static const cprof__profile_def *const profiles[] = {
-    &cprof__threadcreate_profile,
+    &cprof__allocs_profile,    &cprof__block_profile,
+    &cprof__goroutine_profile, &cprof__heap_profile,
+    &cprof__mutex_profile,     &cprof__threadcreate_profile,
 };
 
 const cprof__profile_def *cprof__profile_find(const char *name) {
   if (!name) return NULL;
+  /* "threads" is cprof's name for what Go calls the goroutine profile. */
+  if (strcmp(name, "threads") == 0) name = "goroutine";
   for (size_t i = 0; i < CPROF__ARRAY_LEN(profiles); i++)
     if (strcmp(profiles[i]->name, name) == 0) return profiles[i];
   return NULL;
@@ -141,4 +150,33 @@ int cprof__records_delta(cprof__records *out, const cprof__records *p0,
 void cprof__records_free(cprof__records *r) {
   cprof__free(r->v);
   memset(r, 0, sizeof *r);
+}
+
+bool cprof__sleep_wait(void *ctx, int64_t ns) {
+  (void)ctx;
+  struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+  return true;
+}
+
+int cprof__profile_write_delta(const cprof__profile_def *def, int64_t ns,
+                               cprof__wait_fn wait, void *ctx,
+                               const cprof_sink *sink) {
+  cprof__records p0 = {0}, p1 = {0}, delta = {0};
+  int err;
+  if (def->collect(&p0) != 0)
+    err = CPROF_EIO;
+  else if (!wait(ctx, ns))
+    err = CPROF_ECANCELED;
+  else if (def->collect(&p1) != 0)
+    err = CPROF_EIO;
+  else if (cprof__records_delta(&delta, &p0, &p1) != 0)
+    err = CPROF_ENOMEM;
+  else
+    err = def->write(&delta, 0, p1.time_ns - p0.time_ns, sink);
+  cprof__records_free(&p0);
+  cprof__records_free(&p1);
+  cprof__records_free(&delta);
+  return err;
 }

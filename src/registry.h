@@ -57,6 +57,23 @@ typedef struct cprof__profile_def {
                const cprof_sink *sink);
 } cprof__profile_def;
 
+/* How a caller waits out a profile window: returns false when the wait was
+ * cut short (the client went away, the server is stopping). */
+typedef bool (*cprof__wait_fn)(void *ctx, int64_t ns);
+
+/* A wait that sleeps the whole time (ctx unused). */
+CPROF__HIDDEN bool cprof__sleep_wait(void *ctx, int64_t ns);
+
+/* Go's ?seconds=N: collects def, waits ns, collects again and writes
+ * p1 - p0 as pprof with duration_nanos set. Returns 0; CPROF_ECANCELED when
+ * the wait was cut short (nothing written); CPROF_EIO when collecting
+ * failed; CPROF_ENOMEM when the delta could not be computed; or the
+ * writer's error. */
+CPROF__HIDDEN int cprof__profile_write_delta(const cprof__profile_def *def,
+                                             int64_t ns, cprof__wait_fn wait,
+                                             void *ctx,
+                                             const cprof_sink *sink);
+
 /* The definition for name, or NULL. */
 CPROF__HIDDEN const cprof__profile_def *cprof__profile_find(const char *name);
 

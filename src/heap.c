@@ -1,0 +1,1008 @@
+/*
+ * The heap sampler (heap.h). It owns the exported malloc family, the
+ * bootstrap arena that serves dlsym's own requests
+ * while the allocator underneath is being found, the per-thread countdowns,
+ * the table of live sampled objects and the `heap` / `allocs` profiles.
+ *
+ * The interposers run in every context the application allocates from
+ * (constructors, thread teardown, a fork child) and sit on the program's
+ * hottest path. They must never allocate through the application's path,
+ * take a lock, or change errno on success, and their unsampled path must
+ * stay a thread-local decrement and a branch (malloc) or one load of a
+ * global counter (free). Only a sampled allocation walks the stack, and that
+ * path is allocation-free: the walker, the stack table and the aggregation
+ * table are all preallocated and lock-free.
+ *
+ * Recognising the free of a sampled object: a lock-free address set in the
+ * style of Chromium's LockFreeAddressHashSet (buckets of singly linked
+ * nodes that are never unlinked; a removed node's address is cleared and
+ * the node is reused by a later insert into the same bucket). free()
+ * consults it only when a global count of live sampled objects is nonzero
+ * and a 4 KiB counting filter says the address may be in it; see
+ * docs/heap.md for the costs.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <link.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "env.h"
+#include "heap.h"
+#include "mem.h"
+#include "profile.h"
+#include "stack.h"
+#include "stacktab.h"
+
+/* The interposers and everything they reach before a sample run
+ * uninstrumented: a sanitizer runtime allocates (through them) while it is
+ * still initialising, before its shadow memory exists. */
+#define NO_SAN __attribute__((no_sanitize("address", "thread", "undefined")))
+
+typedef void *(*malloc_fn)(size_t);
+typedef void (*free_fn)(void *);
+typedef void *(*calloc_fn)(size_t, size_t);
+typedef void *(*realloc_fn)(void *, size_t);
+typedef int (*posix_memalign_fn)(void **, size_t, size_t);
+typedef void *(*memalign_fn)(size_t, size_t);
+typedef size_t (*usable_size_fn)(void *);
+
+/* The allocator underneath, found once by dlsym(RTLD_NEXT). */
+static _Atomic(malloc_fn) real_malloc;
+static _Atomic(free_fn) real_free;
+static _Atomic(calloc_fn) real_calloc;
+static _Atomic(realloc_fn) real_realloc;
+static _Atomic(posix_memalign_fn) real_posix_memalign;
+static _Atomic(memalign_fn) real_aligned_alloc;
+static _Atomic(memalign_fn) real_memalign;
+static _Atomic(malloc_fn) real_valloc;
+static _Atomic(malloc_fn) real_pvalloc;
+static _Atomic(usable_size_fn) real_usable_size;
+
+enum { RESOLVE_IDLE, RESOLVE_RUNNING, RESOLVE_DONE };
+static _Atomic int resolve_state;
+
+#define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
+
+/*
+ * The bootstrap arena. dlsym allocates (its error buffer) while it looks
+ * the allocator up, so those few requests are carved from a static block:
+ * bump-allocated, never reused, 16-byte aligned with the size stored in the
+ * 8 bytes before each block. free() ignores arena pointers; realloc() and
+ * malloc_usable_size() read the stored size.
+ */
+#define ARENA_SIZE ((size_t)64 * 1024)
+static _Alignas(4096) unsigned char arena[ARENA_SIZE];
+static _Atomic size_t arena_used;
+
+NO_SAN static inline bool in_arena(const void *p) {
+  return (uintptr_t)p - (uintptr_t)arena < ARENA_SIZE;
+}
+
+NO_SAN static size_t arena_size(const void *p) {
+  size_t n;
+  memcpy(&n, (const unsigned char *)p - sizeof n, sizeof n);
+  return n;
+}
+
+NO_SAN static void *arena_alloc(size_t align, size_t n) {
+  if (align < 16) align = 16;
+  size_t cur = atomic_load_explicit(&arena_used, memory_order_relaxed);
+  for (;;) {
+    if (align > ARENA_SIZE || n > ARENA_SIZE) break;
+    size_t start = (cur + 16 + align - 1) & ~(align - 1);
+    size_t end = start + ((n + 15) & ~(size_t)15);
+    if (end > ARENA_SIZE) break;
+    if (atomic_compare_exchange_weak_explicit(&arena_used, &cur, end,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed)) {
+      memcpy(arena + start - sizeof n, &n, sizeof n);
+      return arena + start; /* already zero: the arena is never reused */
+    }
+  }
+  errno = ENOMEM;
+  return NULL;
+}
+
+NO_SAN static void *next_symbol(const char *name, const char *libc_name) {
+  void *f = dlsym(RTLD_NEXT, name);
+  /* A program that cprof was linked into statically has no next object;
+   * glibc still exports its allocator under __libc_ names. */
+  if (!f && libc_name) f = dlsym(RTLD_DEFAULT, libc_name);
+  return f;
+}
+
+/* Finds the allocator underneath. The first caller does the work; calls
+ * made meanwhile (dlsym's own, or another thread's) see null pointers and
+ * use the arena. */
+NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
+  int idle = RESOLVE_IDLE;
+  if (!atomic_compare_exchange_strong(&resolve_state, &idle, RESOLVE_RUNNING))
+    return;
+  int saved = errno;
+  atomic_store(&real_free, (free_fn)next_symbol("free", "__libc_free"));
+  atomic_store(&real_calloc, (calloc_fn)next_symbol("calloc", "__libc_calloc"));
+  atomic_store(&real_realloc,
+               (realloc_fn)next_symbol("realloc", "__libc_realloc"));
+  atomic_store(&real_posix_memalign,
+               (posix_memalign_fn)next_symbol("posix_memalign", NULL));
+  atomic_store(&real_aligned_alloc,
+               (memalign_fn)next_symbol("aligned_alloc", NULL));
+  atomic_store(&real_memalign,
+               (memalign_fn)next_symbol("memalign", "__libc_memalign"));
+  atomic_store(&real_valloc, (malloc_fn)next_symbol("valloc", "__libc_valloc"));
+  atomic_store(&real_pvalloc,
+               (malloc_fn)next_symbol("pvalloc", "__libc_pvalloc"));
+  atomic_store(&real_usable_size,
+               (usable_size_fn)next_symbol("malloc_usable_size", NULL));
+  atomic_store(&real_malloc, (malloc_fn)next_symbol("malloc", "__libc_malloc"));
+  atomic_store(&resolve_state, RESOLVE_DONE);
+  errno = saved;
+}
+
+/* The pointer in slot, resolving first if it is still null. Null only
+ * while the allocator is being found. */
+#define REAL(slot)                                                   \
+  __extension__({                                                    \
+    __typeof__(LOAD(slot)) f_ = LOAD(slot);                          \
+    if (CPROF__UNLIKELY(!f_)) {                                      \
+      resolve();                                                     \
+      f_ = LOAD(slot);                                               \
+    }                                                                \
+    f_;                                                              \
+  })
+
+/*
+ * Sampling. Each thread owns a countdown of bytes; the rate is read only
+ * when a countdown runs out. While sampling is off a thread still takes the
+ * slow path once per OFF_RECHECK bytes, so turning it on reaches every
+ * thread soon.
+ */
+#define OFF_RECHECK ((uint64_t)1 << 20)
+
+static _Atomic long heap_rate = CPROF__HEAP_DEFAULT_RATE;
+static __thread cprof__heap_sampler tls_sampler CPROF__TLS;
+static _Atomic uint64_t seed_counter;
+
+static uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+static uint64_t new_seed(const void *salt) {
+  uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
+  uint64_t s = splitmix((uint64_t)cprof__mono_ns() ^ splitmix(n) ^
+                        (uint64_t)(uintptr_t)salt);
+  return s ? s : 1;
+}
+
+/* xorshift64*: a few instructions, plenty for drawing intervals. */
+static uint64_t rng_next(uint64_t *s) {
+  uint64_t x = *s;
+  x ^= x >> 12;
+  x ^= x << 25;
+  x ^= x >> 27;
+  *s = x;
+  return x * 0x2545f4914f6cdd1dull;
+}
+
+#define LN2 0.693147180559945309417232121458
+
+double cprof__heap_ln(double x) {
+  if (!(x > 0)) return -1e308;
+  uint64_t bits;
+  memcpy(&bits, &x, sizeof bits);
+  int e = (int)((bits >> 52) & 0x7ff);
+  if (e == 0) { /* subnormal: scale into the normal range first */
+    x *= 18014398509481984.0; /* 2^54 */
+    memcpy(&bits, &x, sizeof bits);
+    e = (int)((bits >> 52) & 0x7ff) - 54;
+  }
+  e -= 1023;
+  bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
+  double m;
+  memcpy(&m, &bits, sizeof m);
+  if (m > 1.4142135623730951) {
+    m *= 0.5;
+    e++;
+  }
+  /* ln(m) = 2 atanh(t) with |t| <= 0.172: ten terms reach double
+   * precision. */
+  double t = (m - 1) / (m + 1), t2 = t * t, p = t, sum = 0;
+  for (int k = 1; k <= 21; k += 2) {
+    sum += p / k;
+    p *= t2;
+  }
+  return e * LN2 + 2 * sum;
+}
+
+double cprof__heap_exp(double x) {
+  if (x < -745) return 0;
+  if (x > 709) return 1e308;
+  double kf = x / LN2;
+  int k = (int)(kf < 0 ? kf - 0.5 : kf + 0.5);
+  double r = x - k * LN2, term = 1, sum = 1;
+  for (int i = 1; i <= 16; i++) {
+    term *= r / i;
+    sum += term;
+  }
+  /* Multiply by 2^k in steps that stay within the normal range. */
+  while (k > 0) {
+    int s = k > 1000 ? 1000 : k;
+    uint64_t b = (uint64_t)(1023 + s) << 52;
+    double f;
+    memcpy(&f, &b, sizeof f);
+    sum *= f;
+    k -= s;
+  }
+  while (k < 0) {
+    int s = k < -1000 ? -1000 : k;
+    uint64_t b = (uint64_t)(1023 + s) << 52;
+    double f;
+    memcpy(&f, &b, sizeof f);
+    sum *= f;
+    k -= s;
+  }
+  return sum;
+}
+
+uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate) {
+  /* u is uniform on (0, 1]; -ln(u) * rate is exponential with that mean. */
+  double u = (double)((rng_next(rng) >> 11) + 1) * 0x1p-53;
+  double x = -cprof__heap_ln(u) * (double)rate;
+  if (x >= 0x1p62) return (uint64_t)1 << 62;
+  uint64_t c = (uint64_t)x;
+  if ((double)c < x) c++;
+  return c ? c : 1;
+}
+
+bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
+                                 size_t n) {
+  if (s->rng == 0) {
+    /* The thread's first allocation: draw a real first interval, or every
+     * thread's first allocation would be sampled. */
+    s->rng = new_seed(s);
+    if (rate > 1) {
+      s->countdown = cprof__heap_draw_interval(&s->rng, rate);
+      if (n < s->countdown) {
+        s->countdown -= n;
+        return false;
+      }
+    }
+  }
+  if (rate == 0) {
+    s->countdown = OFF_RECHECK;
+    return false;
+  }
+  if (rate == 1) {
+    s->countdown = 0;
+    return true;
+  }
+  s->countdown = cprof__heap_draw_interval(&s->rng, rate);
+  return true;
+}
+
+/* CPROF_HEAP_RATE is read before the first countdown is drawn, by the
+ * first allocation that needs a draw. Before libc has set up the
+ * environment (allocations made by the dynamic loader) it is not read yet,
+ * and those draws use the default. */
+extern char **environ;
+enum { RATE_UNREAD, RATE_READING, RATE_READ };
+static _Atomic int rate_state;
+static _Atomic bool ready;
+
+static void read_rate(void) {
+  int unread = RATE_UNREAD;
+  if (!environ || !atomic_compare_exchange_strong(&rate_state, &unread,
+                                                  RATE_READING))
+    return;
+  long long rate;
+  cprof__guard_enter();
+  if (cprof__env_int("CPROF_HEAP_RATE", 0, (long long)1 << 40,
+                     "heap sampling keeps its default rate of 524288", &rate))
+    atomic_store(&heap_rate, (long)rate);
+  cprof__guard_exit();
+  atomic_store(&rate_state, RATE_READ);
+}
+
+NO_SAN static __attribute__((noinline)) bool countdown_expired(size_t n) {
+  /* Nothing is sampled before the module is set up (by cprof's
+   * constructors): until then the runtime under us may not be ready for
+   * anything but allocation. */
+  if (CPROF__UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
+    return false;
+  if (CPROF__UNLIKELY(atomic_load_explicit(&rate_state, memory_order_acquire) !=
+                      RATE_READ))
+    read_rate();
+  return cprof__heap_sampler_expired(
+      &tls_sampler,
+      (uint64_t)atomic_load_explicit(&heap_rate, memory_order_relaxed), n);
+}
+
+/* Whether the calling thread's allocation of n bytes is sampled. The
+ * profiler's own allocations neither sample nor move the countdown. */
+NO_SAN static inline bool should_sample(size_t n) {
+  if (cprof__guarded()) return false;
+  cprof__heap_sampler *s = &tls_sampler;
+  if (CPROF__LIKELY(n < s->countdown)) {
+    s->countdown -= n;
+    return false;
+  }
+  return countdown_expired(n);
+}
+
+void cprof__heap_unsample(int64_t count, int64_t bytes, int64_t rate,
+                          int64_t *out_count, int64_t *out_bytes) {
+  if (count == 0 || bytes == 0) {
+    *out_count = *out_bytes = 0;
+    return;
+  }
+  if (rate <= 1) {
+    *out_count = count;
+    *out_bytes = bytes;
+    return;
+  }
+  double avg = (double)bytes / (double)count;
+  if (avg < 0) avg = -avg; /* a delta can make both negative */
+  double x = avg / (double)rate;
+  /* 1 - exp(-x) loses precision for tiny x; the series does not. */
+  double denom = x < 1e-4 ? x * (1 - x / 2 * (1 - x / 3))
+                          : 1 - cprof__heap_exp(-x);
+  double scale = 1 / denom;
+  *out_count = (int64_t)((double)count * scale);
+  *out_bytes = (int64_t)((double)bytes * scale);
+}
+
+uint32_t cprof__heap_size_class(size_t n) {
+  if (n <= 16) return (uint32_t)((n + 7) & ~(size_t)7);
+  if (n > UINT32_MAX) return UINT32_MAX;
+  int lg = 63 - __builtin_clzll((unsigned long long)n);
+  size_t step = (size_t)1 << (lg - 2);
+  size_t c = (n + step - 1) & ~(step - 1);
+  return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
+}
+
+/*
+ * The live set: sampled objects not yet freed, by address. A node holds the
+ * address (0 when free) and meta = stack id << 40 | requested size, 24
+ * bytes in all. Nodes come from one reserved mapping by an atomic bump and
+ * are never unlinked, so readers walk chains without any reclamation
+ * scheme; the nodes in use are bounded by the most sampled objects ever
+ * live at once. The filter counts live objects per address hash (counts
+ * saturate at 255 and then stay, which only costs false positives).
+ */
+#define BUCKET_BITS 16
+#define FILTER_BITS 12
+#define LIVE_NODES ((size_t)1 << 21)
+#define META_SIZE_BITS 40
+
+typedef struct live_node {
+  _Atomic uintptr_t addr;
+  _Atomic uint64_t meta;
+  _Atomic uint32_t next; /* node index + 1; 0 ends the chain */
+} live_node;
+
+static _Atomic uint32_t buckets[(size_t)1 << BUCKET_BITS];
+static _Atomic uint8_t filter[(size_t)1 << FILTER_BITS];
+static live_node *nodes;
+static _Atomic size_t nodes_used;
+static _Alignas(64) _Atomic uint64_t live_count;
+static _Atomic uint64_t untracked;
+static _Atomic(cprof__agg *) samples;
+
+static inline uint64_t addr_hash(const void *p) {
+  return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+}
+
+NO_SAN static inline bool maybe_sampled(const void *p) {
+  if (CPROF__LIKELY(LOAD(live_count) == 0)) return false;
+  return LOAD(filter[addr_hash(p) >> (64 - FILTER_BITS)]) != 0;
+}
+
+static void filter_add(const void *p, int delta) {
+  _Atomic uint8_t *f = &filter[addr_hash(p) >> (64 - FILTER_BITS)];
+  uint8_t cur = LOAD(*f);
+  for (;;) {
+    if (cur == 255 || (delta < 0 && cur == 0)) return;
+    if (atomic_compare_exchange_weak_explicit(f, &cur, (uint8_t)(cur + delta),
+                                              memory_order_relaxed,
+                                              memory_order_relaxed))
+      return;
+  }
+}
+
+static bool live_insert(void *p, cprof__stack_id sid, size_t size) {
+  if (!nodes || sid >= ((uint64_t)1 << (64 - META_SIZE_BITS)) ||
+      size >= ((uint64_t)1 << META_SIZE_BITS))
+    return false;
+  uint64_t meta = (uint64_t)sid << META_SIZE_BITS | size;
+  _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
+  live_node *n = NULL;
+  for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
+       i = atomic_load_explicit(&nodes[i - 1].next, memory_order_acquire)) {
+    uintptr_t zero = 0;
+    if (LOAD(nodes[i - 1].addr) == 0 &&
+        atomic_compare_exchange_strong_explicit(
+            &nodes[i - 1].addr, &zero, (uintptr_t)p, memory_order_acquire,
+            memory_order_relaxed)) {
+      n = &nodes[i - 1];
+      atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
+      break;
+    }
+  }
+  if (!n) {
+    size_t idx = atomic_fetch_add_explicit(&nodes_used, 1, memory_order_relaxed);
+    if (idx >= LIVE_NODES) return false;
+    n = &nodes[idx];
+    atomic_store_explicit(&n->addr, (uintptr_t)p, memory_order_relaxed);
+    atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
+    uint32_t head = atomic_load_explicit(b, memory_order_relaxed);
+    do {
+      atomic_store_explicit(&n->next, head, memory_order_relaxed);
+    } while (!atomic_compare_exchange_weak_explicit(
+        b, &head, (uint32_t)idx + 1, memory_order_release,
+        memory_order_relaxed));
+  }
+  filter_add(p, 1);
+  atomic_fetch_add_explicit(&live_count, 1, memory_order_relaxed);
+  return true;
+}
+
+/* Removes p from the live set; false when it was not sampled. Only the
+ * owner of p looks it up, after its insert, so a plain scan suffices. */
+static bool live_remove(const void *p, cprof__stack_id *sid, size_t *size) {
+  if (!p) return false;
+  _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
+  for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
+       i = atomic_load_explicit(&nodes[i - 1].next, memory_order_acquire)) {
+    live_node *n = &nodes[i - 1];
+    if (LOAD(n->addr) != (uintptr_t)p) continue;
+    uint64_t meta = LOAD(n->meta);
+    atomic_store_explicit(&n->addr, 0, memory_order_release);
+    filter_add(p, -1);
+    atomic_fetch_sub_explicit(&live_count, 1, memory_order_relaxed);
+    *sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
+    *size = (size_t)(meta & (((uint64_t)1 << META_SIZE_BITS) - 1));
+    return true;
+  }
+  return false;
+}
+
+static void inuse_add(cprof__stack_id sid, size_t size, int64_t sign) {
+  cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
+  const int64_t v[4] = {0, 0, sign, sign * (int64_t)size};
+  if (agg) cprof__agg_add(agg, sid, cprof__heap_size_class(size), v);
+}
+
+/*
+ * C++ operator new reaches malloc through libstdc++, whose operator new is
+ * built without a frame pointer: a frame-pointer walk from malloc goes from
+ * operator new straight to its caller's caller. For a sample whose first
+ * frame lies in one of libstdc++'s operator new functions (their bounds are
+ * found once, at init), the caller's return address is recovered from the
+ * few stack words operator new occupies: the first word that points just
+ * after a call instruction (e8 rel32 or ff 15 rel32) and outside operator
+ * new. Checking it costs one system call, on sampled allocations from
+ * operator new only.
+ */
+#define NEW_RANGES 8
+#define NEW_SCAN_WORDS 8
+
+static struct {
+  uintptr_t lo, hi;
+} new_ranges[NEW_RANGES];
+static _Atomic int new_nranges;
+
+static void find_operator_new(void) {
+  static const char *const names[] = {
+      "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+      "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
+      "_ZnwmSt11align_val_tRKSt9nothrow_t",
+      "_ZnamSt11align_val_tRKSt9nothrow_t"};
+  int n = 0;
+  cprof__guard_enter();
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(names) && n < NEW_RANGES; i++) {
+    void *f = dlsym(RTLD_DEFAULT, names[i]);
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
+        sym->st_size) {
+      new_ranges[n].lo = (uintptr_t)f;
+      new_ranges[n].hi = (uintptr_t)f + sym->st_size;
+      n++;
+    }
+  }
+  cprof__guard_exit();
+  atomic_store_explicit(&new_nranges, n, memory_order_release);
+}
+
+static bool in_operator_new(uintptr_t pc) {
+  int n = atomic_load_explicit(&new_nranges, memory_order_acquire);
+  for (int i = 0; i < n; i++)
+    if (pc >= new_ranges[i].lo && pc < new_ranges[i].hi) return true;
+  return false;
+}
+
+static bool after_call(uintptr_t ret) {
+  if (ret < 4096 || !cprof__stack_readable(ret - 6)) return false;
+  const unsigned char *b = (const unsigned char *)ret;
+  return b[-5] == 0xe8 || (b[-6] == 0xff && b[-5] == 0x15);
+}
+
+/* pcs[0] is in operator new and fp is the frame of the exported function
+ * operator new called: inserts the caller of operator new after pcs[0]. */
+static size_t add_new_caller(uintptr_t *pcs, size_t n, size_t max,
+                             uintptr_t fp) {
+  const uintptr_t *words = (const uintptr_t *)(fp + 2 * sizeof(uintptr_t));
+  for (int i = 0; i < NEW_SCAN_WORDS; i++) {
+    uintptr_t w = words[i];
+    if (in_operator_new(w - 1) || !after_call(w)) continue;
+    if (n == max) n--; /* the deepest frame gives way */
+    memmove(&pcs[2], &pcs[1], (n - 1) * sizeof *pcs);
+    pcs[1] = w - 1;
+    return n + 1;
+  }
+  return n;
+}
+
+/* Records a sampled allocation. Called directly by the exported function
+ * the application called, so skipping two frames (this one and that one)
+ * leaves the application's call site on top. */
+static __attribute__((noinline)) void record(void *p, size_t n) {
+  int saved = errno;
+  cprof__guard_enter();
+  cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
+  if (CPROF__UNLIKELY(!agg)) {
+    /* A program linked with the static library may have no constructor of
+     * cprof's at all: the first sample sets the module up. */
+    cprof__heap_init();
+    agg = atomic_load_explicit(&samples, memory_order_acquire);
+  }
+  if (agg) {
+    /* The stack table is made by the first sample rather than at start-up,
+     * so that a program that never samples never reserves it. */
+    cprof__stacktab_init();
+    uintptr_t pcs[CPROF__STACK_BUF];
+    size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 2);
+    if (depth >= 1 && in_operator_new(pcs[0])) {
+      /* Our caller's frame: the record our own frame's saved pointer
+       * names. */
+      uintptr_t fp = *(const uintptr_t *)__builtin_frame_address(0);
+      depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
+    }
+    cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
+    const int64_t v[4] = {1, (int64_t)n, 1, (int64_t)n};
+    if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v) &&
+        !live_insert(p, sid, n)) {
+      inuse_add(sid, n, -1);
+      atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+    }
+  }
+  cprof__guard_exit();
+  errno = saved;
+}
+
+/* Forgets a sampled object being freed. */
+static __attribute__((noinline)) void forget(const void *p) {
+  cprof__stack_id sid;
+  size_t size;
+  if (live_remove(p, &sid, &size)) inuse_add(sid, size, -1);
+}
+
+NO_SAN static inline void free_impl(void *p) {
+  if (CPROF__UNLIKELY(in_arena(p))) return;
+  if (CPROF__UNLIKELY(maybe_sampled(p))) forget(p);
+  free_fn f = REAL(real_free);
+  if (CPROF__LIKELY(f != NULL)) f(p);
+}
+
+/* The exported allocator. Each one that can sample calls record() itself,
+ * so that every sampled stack starts at the application's call site. */
+
+NO_SAN static __attribute__((noinline)) void *malloc_slow(size_t n,
+                                                          bool *sample) {
+  *sample = false;
+  malloc_fn f = REAL(real_malloc);
+  if (CPROF__UNLIKELY(!f)) return arena_alloc(16, n);
+  void *p = f(n);
+  *sample = should_sample(n) && p;
+  return p;
+}
+
+/* The hottest entry point: when the countdown has room, it is charged up
+ * front and the allocator is tail-called, so the common case adds a few
+ * instructions. Everything else goes through malloc_slow. */
+NO_SAN CPROF_EXPORT void *malloc(size_t n) {
+  malloc_fn f = LOAD(real_malloc);
+  cprof__heap_sampler *s = &tls_sampler;
+  if (CPROF__LIKELY(f != NULL && n < s->countdown) && !cprof__guarded()) {
+    s->countdown -= n;
+    return f(n);
+  }
+  bool sample;
+  void *p = malloc_slow(n, &sample);
+  if (CPROF__UNLIKELY(sample)) record(p, n);
+  return p;
+}
+
+NO_SAN CPROF_EXPORT void free(void *p) { free_impl(p); }
+
+NO_SAN CPROF_EXPORT void *calloc(size_t n, size_t size) {
+  calloc_fn f = REAL(real_calloc);
+  if (CPROF__UNLIKELY(!f)) {
+    size_t total;
+    if (__builtin_mul_overflow(n, size, &total)) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    return arena_alloc(16, total);
+  }
+  void *p = f(n, size);
+  /* n * size cannot overflow once the allocator has succeeded. */
+  if (p && CPROF__UNLIKELY(should_sample(n * size))) record(p, n * size);
+  return p;
+}
+
+/* realloc of an arena block: a new block from the real allocator. */
+NO_SAN static void *realloc_from_arena(void *p, size_t n) {
+  if (n == 0) return NULL; /* glibc frees and returns NULL; arena blocks
+                            * are never freed */
+  malloc_fn f = REAL(real_malloc);
+  void *q = f ? f(n) : arena_alloc(16, n);
+  if (q) {
+    size_t old = arena_size(p);
+    memcpy(q, p, old < n ? old : n);
+  }
+  return q;
+}
+
+/* The common body of realloc and reallocarray; returns true when the
+ * result is to be sampled (the caller records it, for the stack's sake). */
+NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample) {
+  *sample = false;
+  if (CPROF__UNLIKELY(in_arena(p))) return realloc_from_arena(p, n);
+  realloc_fn f = REAL(real_realloc);
+  if (CPROF__UNLIKELY(!f)) {
+    if (p) return realloc_from_arena(p, n); /* unreachable: no real block
+                                             * exists before resolution */
+    return arena_alloc(16, n);
+  }
+  /* A sampled block leaves the live set before the allocator can hand its
+   * address to another thread; if realloc fails it goes back. */
+  cprof__stack_id sid = 0;
+  size_t old = 0;
+  bool was_sampled = false;
+  if (p && CPROF__UNLIKELY(maybe_sampled(p))) {
+    was_sampled = live_remove(p, &sid, &old);
+    if (was_sampled) inuse_add(sid, old, -1);
+  }
+  void *q = f(p, n);
+  if (!q) {
+    /* Without a new block, a zero-size request freed p (glibc's rule);
+     * any other failure left it alone. */
+    if (was_sampled && n != 0) {
+      int saved = errno;
+      if (live_insert(p, sid, old))
+        inuse_add(sid, old, 1);
+      else
+        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+      errno = saved;
+    }
+    return NULL;
+  }
+  *sample = should_sample(n);
+  return q;
+}
+
+NO_SAN CPROF_EXPORT void *realloc(void *p, size_t n) {
+  bool sample;
+  void *q = realloc_impl(p, n, &sample);
+  if (CPROF__UNLIKELY(sample)) record(q, n);
+  return q;
+}
+
+NO_SAN CPROF_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  bool sample;
+  void *q = realloc_impl(p, total, &sample);
+  if (CPROF__UNLIKELY(sample)) record(q, total);
+  return q;
+}
+
+NO_SAN static inline bool valid_alignment(size_t align) {
+  return align != 0 && (align & (align - 1)) == 0;
+}
+
+NO_SAN CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  posix_memalign_fn f = REAL(real_posix_memalign);
+  if (CPROF__UNLIKELY(!f)) {
+    if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = arena_alloc(align, n);
+    errno = saved;
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+  }
+  int rc = f(out, align, n);
+  if (rc == 0 && CPROF__UNLIKELY(should_sample(n))) record(*out, n);
+  return rc;
+}
+
+/* aligned_alloc and memalign share their checks with the allocator
+ * underneath: it decides which alignments are bad. */
+NO_SAN CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
+  memalign_fn f = REAL(real_aligned_alloc);
+  if (CPROF__UNLIKELY(!f)) {
+    if (!valid_alignment(align)) {
+      errno = EINVAL;
+      return NULL;
+    }
+    return arena_alloc(align, n);
+  }
+  void *p = f(align, n);
+  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
+  return p;
+}
+
+NO_SAN CPROF_EXPORT void *memalign(size_t align, size_t n) {
+  memalign_fn f = REAL(real_memalign);
+  if (CPROF__UNLIKELY(!f)) {
+    if (!valid_alignment(align)) {
+      errno = EINVAL;
+      return NULL;
+    }
+    return arena_alloc(align, n);
+  }
+  void *p = f(align, n);
+  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
+  return p;
+}
+
+NO_SAN CPROF_EXPORT void *valloc(size_t n) {
+  malloc_fn f = REAL(real_valloc);
+  if (CPROF__UNLIKELY(!f)) return arena_alloc(4096, n);
+  void *p = f(n);
+  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
+  return p;
+}
+
+NO_SAN CPROF_EXPORT void *pvalloc(size_t n) {
+  malloc_fn f = REAL(real_pvalloc);
+  if (CPROF__UNLIKELY(!f)) return arena_alloc(4096, (n + 4095) & ~(size_t)4095);
+  void *p = f(n);
+  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
+  return p;
+}
+
+NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
+  if (!p) return 0;
+  if (in_arena(p)) return arena_size(p);
+  usable_size_fn f = REAL(real_usable_size);
+  return f ? f(p) : 0;
+}
+
+/*
+ * Setup, the rate, and fork. A fork child keeps every table as it was (all
+ * are lock-free, so none can be caught half-locked); the forking thread
+ * draws a fresh seed so parent and child do not sample in lockstep, and a
+ * resolution interrupted by the fork is started over.
+ */
+#define HEAP_RECORDS 16384
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+static void reseed_current_thread(void) {
+  cprof__heap_sampler *s = &tls_sampler;
+  long rate = atomic_load(&heap_rate);
+  s->rng = new_seed(s) ^ (uint64_t)getpid();
+  if (!s->rng) s->rng = 1;
+  s->countdown = rate > 1   ? cprof__heap_draw_interval(&s->rng, (uint64_t)rate)
+                 : rate == 1 ? 0
+                             : OFF_RECHECK;
+}
+
+static void atfork_child(void) {
+  int running = RESOLVE_RUNNING;
+  atomic_compare_exchange_strong(&resolve_state, &running, RESOLVE_IDLE);
+  reseed_current_thread();
+}
+
+static void init_once_fn(void) {
+  /* Everything here may allocate; none of it may sample, or the sample
+   * would wait for this very initialisation. */
+  cprof__guard_enter();
+  read_rate();
+  void *map = mmap(NULL, LIVE_NODES * sizeof(live_node),
+                   PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map != MAP_FAILED) nodes = map;
+  cprof__agg *agg = cprof__agg_new(4, HEAP_RECORDS);
+  atomic_store_explicit(&samples, agg, memory_order_release);
+  pthread_atfork(NULL, NULL, atfork_child);
+  find_operator_new();
+  reseed_current_thread();
+  atomic_store_explicit(&ready, true, memory_order_release);
+  cprof__guard_exit();
+}
+
+void cprof__heap_init(void) { pthread_once(&init_once, init_once_fn); }
+
+/* This module's own constructor: a program linked with the static library
+ * pulls in heap.o (for malloc) but not necessarily the library's
+ * constructor. */
+__attribute__((constructor)) static void heap_constructor(void) {
+  cprof__heap_init();
+}
+
+long cprof_heap_set_rate(long rate) {
+  cprof__heap_init();
+  read_rate(); /* so that the environment cannot override this call later */
+  if (rate < 0) return atomic_load(&heap_rate);
+  long prev = atomic_exchange(&heap_rate, rate);
+  reseed_current_thread();
+  return prev;
+}
+
+uint64_t cprof__heap_live_sampled(void) { return LOAD(live_count); }
+uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
+
+/* The profiles. Records are raw sampled counts; writing unsamples them. */
+
+static int heap_collect(cprof__records *out) {
+  cprof__heap_init();
+  cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
+  if (!agg) return CPROF_ENOMEM;
+  return cprof__records_from_agg(out, agg);
+}
+
+static long heap_entries(void) {
+  cprof__records recs = {0};
+  long n = heap_collect(&recs) == 0 ? (long)recs.len : 0;
+  cprof__records_free(&recs);
+  return n;
+}
+
+static int by_inuse_desc(const void *a, const void *b) {
+  const cprof__record *x = a, *y = b;
+  if (x->v[3] != y->v[3]) return x->v[3] > y->v[3] ? -1 : 1;
+  if (x->sid != y->sid) return x->sid < y->sid ? -1 : 1;
+  return x->tag < y->tag ? -1 : x->tag > y->tag;
+}
+
+static int write_trailer(cprof_buf *out) {
+  struct mallinfo2 mi = mallinfo2();
+  struct rusage ru;
+  long long maxrss = getrusage(RUSAGE_SELF, &ru) == 0
+                         ? (long long)ru.ru_maxrss * 1024
+                         : 0;
+  return cprof__buf_printf(
+      out,
+      "\n# mallinfo2\n# Arena = %zu\n# Ordblks = %zu\n# Smblks = %zu\n"
+      "# Hblks = %zu\n# Hblkhd = %zu\n# Fsmblks = %zu\n# Uordblks = %zu\n"
+      "# Fordblks = %zu\n# Keepcost = %zu\n# MaxRSS = %lld\n"
+      "# HeapSampleRate = %ld\n# SampledLiveObjects = %llu\n"
+      "# UntrackedSamples = %llu\n",
+      mi.arena, mi.ordblks, mi.smblks, mi.hblks, mi.hblkhd, mi.fsmblks,
+      mi.uordblks, mi.fordblks, mi.keepcost, maxrss,
+      atomic_load(&heap_rate), (unsigned long long)LOAD(live_count),
+      (unsigned long long)LOAD(untracked));
+}
+
+static int write_text(const cprof__records *recs, const cprof_sink *sink) {
+  cprof__record *v = cprof__malloc((recs->len + 1) * sizeof *v);
+  if (!v) return CPROF_ENOMEM;
+  if (recs->len) memcpy(v, recs->v, recs->len * sizeof *v);
+  qsort(v, recs->len, sizeof *v, by_inuse_desc);
+  int64_t tot[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < recs->len; i++)
+    for (int k = 0; k < 4; k++) tot[k] += v[i].v[k];
+  /* pprof reads alloc == inuse as an old two-column profile; Go keeps them
+   * apart the same way. */
+  int64_t alloc_bytes = tot[1] == tot[3] ? tot[1] + 1 : tot[1];
+  cprof_buf out = {0};
+  int err = cprof__buf_printf(
+      &out, "heap profile: %lld: %lld [%lld: %lld] @ heap/%lld\n",
+      (long long)tot[2], (long long)tot[3], (long long)tot[0],
+      (long long)alloc_bytes, 2 * (long long)atomic_load(&heap_rate));
+  cprof__text_begin();
+  for (size_t i = 0; !err && i < recs->len; i++) {
+    const uintptr_t *pcs;
+    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
+    err = cprof__buf_printf(&out, "%lld: %lld [%lld: %lld]",
+                            (long long)v[i].v[2], (long long)v[i].v[3],
+                            (long long)v[i].v[0], (long long)v[i].v[1]);
+    if (!err) err = cprof__text_stack(&out, pcs, n);
+    if (!err) err = cprof__buf_printf(&out, "\n");
+  }
+  cprof__text_end();
+  if (!err) err = write_trailer(&out);
+  if (!err) err = sink->write(sink->ctx, out.data, out.len);
+  cprof_buf_free(&out);
+  cprof__free(v);
+  return err;
+}
+
+static const cprof__value_type heap_types[] = {
+    {"alloc_objects", "count"},
+    {"alloc_space", "bytes"},
+    {"inuse_objects", "count"},
+    {"inuse_space", "bytes"},
+};
+
+static int write_pprof(const cprof__records *recs, int64_t duration_ns,
+                       const char *default_type, const cprof_sink *sink) {
+  long rate = atomic_load(&heap_rate);
+  const cprof__prof_desc d = {
+      .sample_types = heap_types,
+      .nsample_types = CPROF__ARRAY_LEN(heap_types),
+      .period_type = {"space", "bytes"},
+      .period = rate,
+      .default_sample_type = default_type,
+      .time_nanos = recs->time_ns,
+      .duration_nanos = duration_ns,
+  };
+  cprof__prof *p = cprof__prof_begin(&d, sink);
+  if (!p) return CPROF_ENOMEM;
+  cprof__prof_drop_comment(p, atomic_load(&samples));
+  char text[160];
+  snprintf(text, sizeof text,
+           "cprof heap: %llu sampled objects were not tracked to their free "
+           "(live table full)",
+           (unsigned long long)LOAD(untracked));
+  cprof__prof_comment(p, text);
+  for (size_t i = 0; i < recs->len; i++) {
+    const cprof__record *r = &recs->v[i];
+    int64_t vals[4];
+    cprof__heap_unsample(r->v[0], r->v[1], rate, &vals[0], &vals[1]);
+    cprof__heap_unsample(r->v[2], r->v[3], rate, &vals[2], &vals[3]);
+    const uintptr_t *pcs;
+    size_t n = cprof__stacktab_get(r->sid, &pcs);
+    const cprof__pprof_label label = {"bytes", NULL, (int64_t)r->tag, NULL};
+    cprof__prof_sample(p, pcs, n, vals, &label, r->tag ? 1 : 0);
+  }
+  return cprof__prof_end(p);
+}
+
+static int heap_write(const cprof__records *recs, int debug,
+                      int64_t duration_ns, const cprof_sink *sink) {
+  return debug ? write_text(recs, sink)
+               : write_pprof(recs, duration_ns, NULL, sink);
+}
+
+static int allocs_write(const cprof__records *recs, int debug,
+                        int64_t duration_ns, const cprof_sink *sink) {
+  return debug ? write_text(recs, sink)
+               : write_pprof(recs, duration_ns, "alloc_space", sink);
+}
+
+const cprof__profile_def cprof__heap_profile = {
+    .name = "heap",
+    .description = "A sampling of memory allocations of live objects",
+    .supports_delta = true,
+    .entries = heap_entries,
+    .collect = heap_collect,
+    .write = heap_write,
+};
+
+const cprof__profile_def cprof__allocs_profile = {
+    .name = "allocs",
+    .description = "A sampling of all past memory allocations",
+    .supports_delta = true,
+    .entries = heap_entries,
+    .collect = heap_collect,
+    .write = allocs_write,
+};

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Pushing to a Pyroscope-style backend end to end: an unmodified program
+# with cprof preloaded and CPROF_PUSH_* set uploads aligned CPU windows and
+# heap snapshots to a loopback receiver that checks the protocol; every
+# upload is read back by go tool pprof. Then a receiver that always fails:
+# the program still finishes on time and nothing is left queued.
+source "$(dirname "$0")/lib.bash"
+prog=$CPROF_BUILD/test/progs/plain_worker
+receiver=$(dirname "$0")/pyroscope_receiver.py
+
+start_receiver() { # DIR MODE: starts it, sets $rpid and $port
+  mkdir -p "$1"
+  python3 "$receiver" "$1" "$2" >"$1/port" &
+  rpid=$!
+  for _ in $(seq 100); do [ -s "$1/port" ] && break; sleep 0.05; done
+  port=$(head -1 "$1/port")
+  [ -n "$port" ] || fail "the receiver did not start"
+}
+
+start_receiver "$TMP/ok" ok
+CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=2 \
+CPROF_PUSH_APP=pushtest CPROF_PUSH_LABELS="env=test,region=local" \
+CPROF_PUSH_TOKEN=sekret CPROF_PUSH_TENANT=team-a \
+  LD_PRELOAD=$(preload_env "$prog") "$prog" 7 >/dev/null 2>"$TMP/app.err"
+kill $rpid; wait $rpid 2>/dev/null || true
+index=$TMP/ok/index.tsv
+[ -s "$index" ] || { cat "$TMP/app.err"; fail "nothing was uploaded"; }
+expect_no_match "$TMP/app.err" 'sekret' "the token never appears in the program's output"
+
+cpu=0 heap=0
+while IFS=$'\t' read -r n name from until spy rate auth tenant; do
+  case $name in
+    pushtest\{*hostname=*pid=*service_name=pushtest*env=test,region=local\}) ;;
+    *) fail "upload $n: unexpected series name $name" ;;
+  esac
+  [ "$spy" = cprof ] || fail "upload $n: spyName $spy"
+  [ "$auth" = "Bearer sekret" ] || fail "upload $n: authorization '$auth'"
+  [ "$tenant" = team-a ] || fail "upload $n: tenant '$tenant'"
+  pprof -raw "$TMP/ok/$n.pb.gz" >"$TMP/raw$n.txt" || { cat "$TMP/raw$n.txt"; fail "upload $n is not a profile pprof reads"; }
+  if grep -q '^samples/count cpu/nanoseconds' "$TMP/raw$n.txt"; then
+    cpu=$((cpu + 1))
+    [ "$rate" = 100 ] || fail "CPU upload $n: sampleRate $rate"
+    [ $((until % 2)) -eq 0 ] || fail "CPU window $n ends at $until, not on a 2 s boundary"
+    [ "$until" -gt "$from" ] || fail "CPU window $n is empty ($from..$until)"
+  elif grep -q 'inuse_space/bytes' "$TMP/raw$n.txt"; then
+    heap=$((heap + 1))
+  fi
+done <"$index"
+[ "$cpu" -ge 3 ] || fail "expected at least 3 CPU windows in 7 s, got $cpu"
+[ "$heap" -ge 3 ] || fail "expected at least 3 heap snapshots, got $heap"
+echo "ok: $cpu CPU windows aligned to 2 s and $heap heap snapshots, all read by pprof, labels and credentials as configured"
+checks=$((checks + 1))
+last_cpu=$(grep -l '^samples/count' "$TMP"/raw*.txt | sed 's/.*raw\([0-9]*\)\.txt/\1/' | sort -n | tail -1)
+pprof -top "$TMP/ok/$last_cpu.pb.gz" >"$TMP/top.txt"
+expect_match "$TMP/top.txt" ' worker_spin$' "a pushed CPU window names the program's hot function"
+
+# A backend that fails every upload: the program is not held up, and the
+# failures are counted instead of queued without end.
+start_receiver "$TMP/bad" fail500
+t0=$(date +%s%N)
+CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 \
+  LD_PRELOAD=$(preload_env "$prog") "$prog" 3 >/dev/null 2>"$TMP/bad.err"
+t1=$(date +%s%N)
+kill $rpid; wait $rpid 2>/dev/null || true
+elapsed_ms=$(( (t1 - t0) / 1000000 ))
+[ "$elapsed_ms" -lt 6000 ] || fail "a failing backend held the program up: ${elapsed_ms} ms for a 3 s run"
+expect_match "$TMP/bad.err" 'push: upload of .* to http://127\.0\.0\.1:[0-9]+ failed \(HTTP 500\)' "a failing upload is reported once, without credentials"
+echo "ok: with every upload failing, the 3 s program took ${elapsed_ms} ms"
+checks=$((checks + 1))
+
+# Bad settings: one line, and the program runs unprofiled.
+CPROF_PUSH_URL="ftp://example" LD_PRELOAD=$(preload_env "$prog") "$prog" 0.1 >/dev/null 2>"$TMP/badurl.err"
+expect_match "$TMP/badurl.err" '^cprof: CPROF_PUSH_\*: url must start with http:// or https://; pushing disabled$' "a bad URL is refused in one line"
+CPROF_PUSH_URL="http://127.0.0.1:1" CPROF_PUSH_LABELS="bad label" LD_PRELOAD=$(preload_env "$prog") "$prog" 0.1 >/dev/null 2>"$TMP/badlabel.err"
+expect_match "$TMP/badlabel.err" 'bad label "bad label"' "a bad label is refused in one line"
+finish

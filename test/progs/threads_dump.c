@@ -1,0 +1,132 @@
+/*
+ * Fifty threads (the main one included) that spin, sleep, wait on a mutex
+ * and wait on a condition variable, plus one that blocks every signal; the
+ * goroutine profile is taken while they do so:
+ *   threads_dump OUTDIR
+ * writes OUTDIR/threads2.txt (debug=2), threads1.txt (debug=1) and
+ * threads.pb.gz (debug=0), and prints the collection's figures: threads
+ * asked and answered, the whole collection's time, the slowest answer and
+ * the longest gap a spinning thread saw while it was being collected.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cprof.h"
+#include "goroutine.h"
+
+#define SPINNERS 3
+#define SLEEPERS 15
+#define LOCKERS 15
+#define CONDERS 15
+
+static pthread_mutex_t held = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t cmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static _Atomic int started, stop;
+static _Atomic int64_t max_gap_ns;
+static _Atomic int measuring;
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+__attribute__((noinline)) static void worker_spin(void) {
+  int64_t last = now_ns();
+  while (!atomic_load(&stop)) {
+    int64_t t = now_ns();
+    if (atomic_load(&measuring) && t - last > atomic_load(&max_gap_ns))
+      atomic_store(&max_gap_ns, t - last);
+    last = t;
+  }
+}
+
+__attribute__((noinline)) static void worker_sleep(void) {
+  while (!atomic_load(&stop)) {
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+__attribute__((noinline)) static void worker_lock(void) {
+  pthread_mutex_lock(&held);
+  pthread_mutex_unlock(&held);
+}
+
+__attribute__((noinline)) static void worker_cond(void) {
+  pthread_mutex_lock(&cmu);
+  while (!atomic_load(&stop)) pthread_cond_wait(&cv, &cmu);
+  pthread_mutex_unlock(&cmu);
+}
+
+__attribute__((noinline)) static void worker_blocks_signals(void) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  worker_sleep();
+}
+
+static void *run(void *arg) {
+  void (*fn)(void) = (void (*)(void))arg;
+  char name[16];
+  snprintf(name, sizeof name, "%s",
+           fn == worker_spin    ? "spinner"
+           : fn == worker_sleep ? "sleeper"
+           : fn == worker_lock  ? "locker"
+           : fn == worker_cond  ? "conder"
+                                : "blocker");
+  pthread_setname_np(pthread_self(), name);
+  atomic_fetch_add(&started, 1);
+  fn();
+  return NULL;
+}
+
+static int write_to(const char *dir, const char *file, int debug) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  int err = cprof_profile_write_file("goroutine", debug, path);
+  if (err) fprintf(stderr, "threads_dump: %s: error %d\n", file, err);
+  return err;
+}
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    fprintf(stderr, "usage: %s OUTDIR\n", argv[0]);
+    return 2;
+  }
+  pthread_mutex_lock(&held);
+  void (*kinds[4])(void) = {worker_spin, worker_sleep, worker_lock,
+                            worker_cond};
+  int counts[4] = {SPINNERS, SLEEPERS, LOCKERS, CONDERS};
+  int total = 1;
+  pthread_t t;
+  for (int k = 0; k < 4; k++)
+    for (int i = 0; i < counts[k]; i++, total++)
+      pthread_create(&t, NULL, run, (void *)kinds[k]);
+  pthread_create(&t, NULL, run, (void *)worker_blocks_signals);
+  total++;
+  while (atomic_load(&started) < total - 1) usleep(1000);
+  usleep(50 * 1000); /* let the lockers and conders block */
+
+  atomic_store(&measuring, 1);
+  int err = write_to(argv[1], "threads2.txt", 2);
+  atomic_store(&measuring, 0);
+  cprof__goroutine_stats st;
+  cprof__goroutine_last_stats(&st);
+  if (!err) err = write_to(argv[1], "threads1.txt", 1);
+  if (!err) err = write_to(argv[1], "threads.pb.gz", 0);
+  printf("threads=%d answered=%d total_us=%lld per_thread_us=%.1f "
+         "max_answer_us=%.1f max_spinner_gap_us=%.1f\n",
+         st.threads, st.answered, (long long)(st.total_ns / 1000),
+         st.threads ? st.total_ns / 1e3 / st.threads : 0.0,
+         st.max_answer_ns / 1e3, atomic_load(&max_gap_ns) / 1e3);
+  fflush(stdout);
+  _exit(err ? 1 : 0);
+}

@@ -1,0 +1,265 @@
+/*
+ * The heap sampler: the sampling maths on their own (intervals average the
+ * rate, the first draw is a real draw, unsampling is unbiased, ln/exp and
+ * the size classes), then the interposed allocator with every allocation
+ * sampled (records appear at the allocating site, frees and reallocs
+ * subtract, the profiler's own allocations are not sampled, concurrent
+ * threads balance out).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "heap.h"
+#include "mem.h"
+#include "stacktab.h"
+#include "symbolize.h"
+#include "testutil.h"
+
+/* One allocation through a sampler: the common path, then the slow one. */
+static bool tick(cprof__heap_sampler *s, uint64_t rate, size_t n) {
+  if (n < s->countdown) {
+    s->countdown -= n;
+    return false;
+  }
+  return cprof__heap_sampler_expired(s, rate, n);
+}
+
+static void test_ln_exp(void) {
+  static const double xs[] = {1e-300, 1e-9, 0.001, 0.5, 0.70710678, 1,
+                              1.4142135, 2, 10, 123456.789, 1e300};
+  static const double lns[] = {-690.7755278982137, -20.72326583694641,
+                               -6.907755278982137, -0.6931471805599453,
+                               -0.3465735919580042, 0, 0.3465735461755332,
+                               0.6931471805599453, 2.302585092994046,
+                               11.723646487185881, 690.7755278982137};
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(xs); i++) {
+    double got = cprof__heap_ln(xs[i]), want = lns[i];
+    double err = got - want;
+    if (err < 0) err = -err;
+    CHECK(err <= 1e-12 * (want < 0 ? -want : want) + 1e-15);
+    double back = cprof__heap_exp(got);
+    double rel = (back - xs[i]) / xs[i];
+    if (rel < 0) rel = -rel;
+    CHECK(rel < 1e-11);
+  }
+  CHECK(cprof__heap_exp(0) == 1);
+  CHECK(cprof__heap_exp(-800) == 0);
+}
+
+static void test_intervals(void) {
+  /* Exponential with mean rate: mean and standard deviation both ~rate. */
+  const uint64_t rate = 524288;
+  const int n = 1000000;
+  uint64_t rng = 12345;
+  double sum = 0, sum2 = 0;
+  uint64_t min = UINT64_MAX;
+  for (int i = 0; i < n; i++) {
+    uint64_t x = cprof__heap_draw_interval(&rng, rate);
+    sum += (double)x;
+    sum2 += (double)x * (double)x;
+    if (x < min) min = x;
+  }
+  double mean = sum / n, sd = 0;
+  double var = sum2 / n - mean * mean;
+  for (sd = mean; sd * sd > var * 1.0000001 || sd * sd < var * 0.9999999;)
+    sd = (sd + var / sd) / 2;
+  fprintf(stderr, "  intervals: mean %.0f (rate %llu), sd %.0f, min %llu\n",
+          mean, (unsigned long long)rate, sd, (unsigned long long)min);
+  /* The standard error of the mean is rate / 1000: allow 5 of them. */
+  CHECK(mean > rate * 0.995 && mean < rate * 1.005);
+  CHECK(sd > rate * 0.99 && sd < rate * 1.01);
+  CHECK(min >= 1);
+}
+
+static void test_first_draw(void) {
+  /* A fresh sampler draws before deciding: a thread's first small
+   * allocation is almost never sampled (p = 64 / 524288 each). */
+  int sampled = 0;
+  for (int i = 0; i < 1000; i++) {
+    cprof__heap_sampler s = {0, 0};
+    sampled += tick(&s, 524288, 64);
+    CHECK(s.rng != 0);
+    CHECK(s.countdown > 0);
+  }
+  CHECK(sampled < 5);
+  /* rate 1 samples everything, zero-size included; rate 0 nothing. */
+  cprof__heap_sampler s = {0, 0};
+  int all = 0, none = 0;
+  for (int i = 0; i < 1000; i++) all += tick(&s, 1, (size_t)i % 3);
+  cprof__heap_sampler t = {0, 0};
+  for (int i = 0; i < 100000; i++) none += tick(&t, 0, 1000);
+  CHECK_EQ_INT(all, 1000);
+  CHECK_EQ_INT(none, 0);
+}
+
+/* Allocates total bytes in objects of size through a sampler many times
+ * over and checks the unsampled estimate: its mean against the truth, its
+ * spread against the binomial expectation. */
+static void check_unbiased(size_t size, size_t total, int trials) {
+  const uint64_t rate = 524288;
+  uint64_t nobj = total / size;
+  double sum = 0, sum2 = 0;
+  cprof__heap_sampler s = {0, 0};
+  for (int t = 0; t < trials; t++) {
+    int64_t count = 0, bytes = 0, c, b;
+    for (uint64_t i = 0; i < nobj; i++)
+      if (tick(&s, rate, size)) {
+        count++;
+        bytes += (int64_t)size;
+      }
+    cprof__heap_unsample(count, bytes, (int64_t)rate, &c, &b);
+    sum += (double)b;
+    sum2 += (double)b * (double)b;
+  }
+  double truth = (double)(nobj * size), mean = sum / trials;
+  double p = 1 - cprof__heap_exp(-(double)size / (double)rate);
+  double sd_one = (double)size * cprof__heap_exp(
+                                      0.5 * cprof__heap_ln((double)nobj * (1 - p) / p));
+  double se = sd_one / cprof__heap_exp(0.5 * cprof__heap_ln(trials));
+  double var = sum2 / trials - mean * mean;
+  double sd = var > 0 ? cprof__heap_exp(0.5 * cprof__heap_ln(var)) : 0;
+  fprintf(stderr,
+          "  size %zu: mean %.4g vs truth %.4g (%+.2f%%, %.1f standard "
+          "errors); sd %.3g vs expected %.3g\n",
+          size, mean, truth, (mean / truth - 1) * 100,
+          (mean - truth) / se, sd, sd_one);
+  CHECK(mean > truth - 5 * se && mean < truth + 5 * se);
+  CHECK(sd > sd_one * 0.8 && sd < sd_one * 1.2);
+}
+
+static void test_unbiased(void) {
+  check_unbiased(100, (size_t)20 << 20, 400);
+  check_unbiased(4096, (size_t)80 << 20, 200);
+  check_unbiased((size_t)1 << 20, (size_t)1 << 30, 400);
+}
+
+static void test_unsample(void) {
+  int64_t c, b;
+  cprof__heap_unsample(3, 300, 1, &c, &b);
+  CHECK_EQ_INT(c, 3);
+  CHECK_EQ_INT(b, 300);
+  cprof__heap_unsample(0, 300, 524288, &c, &b);
+  CHECK_EQ_INT(c, 0);
+  CHECK_EQ_INT(b, 0);
+  /* One sample of 512 KiB at 512 KiB: scale 1 / (1 - 1/e). */
+  cprof__heap_unsample(1, 524288, 524288, &c, &b);
+  CHECK_EQ_INT(c, 1);
+  CHECK(b > 829410 && b < 829413);
+  /* A delta: negative pairs scale the same way. */
+  int64_t nc, nb;
+  cprof__heap_unsample(-1, -524288, 524288, &nc, &nb);
+  CHECK_EQ_INT(nb, -b);
+  /* A tiny object: scale ~ rate / size. */
+  cprof__heap_unsample(1, 16, 524288, &c, &b);
+  CHECK(c > 32767 && c < 32770);
+}
+
+static void test_size_class(void) {
+  CHECK_EQ_INT(cprof__heap_size_class(0), 0);
+  CHECK_EQ_INT(cprof__heap_size_class(1), 8);
+  CHECK_EQ_INT(cprof__heap_size_class(9), 16);
+  CHECK_EQ_INT(cprof__heap_size_class(17), 20);
+  CHECK_EQ_INT(cprof__heap_size_class(100), 112);
+  CHECK_EQ_INT(cprof__heap_size_class(4096), 4096);
+  CHECK_EQ_INT(cprof__heap_size_class(4097), 5120);
+  CHECK_EQ_INT(cprof__heap_size_class(SIZE_MAX), UINT32_MAX);
+}
+
+/* Integration: totals of the records whose stack holds a pc inside fn. */
+typedef struct site {
+  int64_t v[4];
+} site;
+
+static site totals_at(uintptr_t lo, uintptr_t hi) {
+  cprof__records recs = {0};
+  site s = {{0, 0, 0, 0}};
+  const cprof__profile_def *def = &cprof__heap_profile;
+  CHECK_EQ_INT(def->collect(&recs), 0);
+  for (size_t i = 0; i < recs.len; i++) {
+    const uintptr_t *pcs;
+    size_t n = cprof__stacktab_get(recs.v[i].sid, &pcs);
+    bool in = false;
+    for (size_t k = 0; k < n; k++) in |= pcs[k] >= lo && pcs[k] < hi;
+    if (in)
+      for (int k = 0; k < 4; k++) s.v[k] += recs.v[i].v[k];
+  }
+  cprof__records_free(&recs);
+  return s;
+}
+
+static void *volatile keep[200];
+
+__attribute__((noinline)) static void alloc_site(size_t n) {
+  for (int i = 0; i < 100; i++) keep[i] = malloc(n);
+  __asm__ volatile("");
+}
+
+__attribute__((noinline)) static void end_of_alloc_site(void) {
+  __asm__ volatile("");
+}
+
+static void test_records(void) {
+  long prev = cprof_heap_set_rate(1);
+  CHECK_EQ_INT(cprof_heap_set_rate(-1), 1);
+  uintptr_t lo = (uintptr_t)alloc_site, hi = (uintptr_t)end_of_alloc_site;
+  if (hi < lo) hi = lo + 256;
+  site before = totals_at(lo, hi);
+  alloc_site(300);
+  site after = totals_at(lo, hi);
+  CHECK_EQ_INT(after.v[0] - before.v[0], 100);
+  CHECK_EQ_INT(after.v[1] - before.v[1], 30000);
+  CHECK_EQ_INT(after.v[2] - before.v[2], 100);
+  CHECK_EQ_INT(after.v[3] - before.v[3], 30000);
+  /* realloc moves the record: old freed, new sampled (outside the site). */
+  for (int i = 0; i < 50; i++) keep[i] = realloc(keep[i], 5000);
+  for (int i = 50; i < 100; i++) free(keep[i]);
+  site freed = totals_at(lo, hi);
+  CHECK_EQ_INT(freed.v[0] - before.v[0], 100);
+  CHECK_EQ_INT(freed.v[2] - before.v[2], 0);
+  CHECK_EQ_INT(freed.v[3] - before.v[3], 0);
+  for (int i = 0; i < 50; i++) free(keep[i]);
+
+  /* The profiler's own allocations are not sampled. */
+  uint64_t live = cprof__heap_live_sampled();
+  void *mine = cprof__malloc(1000);
+  CHECK_EQ_INT(cprof__heap_live_sampled(), live);
+  cprof__free(mine);
+  cprof_heap_set_rate(prev);
+}
+
+static void *churn_thread(void *arg) {
+  (void)arg;
+  void *v[64] = {0};
+  for (int i = 0; i < 20000; i++) {
+    int k = i % 64;
+    free(v[k]);
+    v[k] = malloc((size_t)(i % 200) + 1);
+  }
+  for (int k = 0; k < 64; k++) free(v[k]);
+  return NULL;
+}
+
+static void test_threads(void) {
+  long prev = cprof_heap_set_rate(1);
+  uint64_t live = cprof__heap_live_sampled();
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) pthread_create(&t[i], NULL, churn_thread, NULL);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  /* Every sampled object was freed: the live set is back where it was
+   * (give or take the thread stacks' own bookkeeping, freed at join). */
+  uint64_t now = cprof__heap_live_sampled();
+  CHECK(now <= live + 8);
+  cprof_heap_set_rate(prev);
+}
+
+int main(void) {
+  RUN(test_ln_exp);
+  RUN(test_intervals);
+  RUN(test_first_draw);
+  RUN(test_unbiased);
+  RUN(test_unsample);
+  RUN(test_size_class);
+  RUN(test_records);
+  RUN(test_threads);
+  return TEST_RESULT();
+}
