@@ -109,6 +109,9 @@ static bool wait_ns(const cprof__http_req *req, int64_t ns) {
   }
 }
 
+/* wait_ns as the registry's wait function. */
+static bool http_wait(void *ctx, int64_t ns) { return wait_ns(ctx, ns); }
+
 /* Go's strconv.Atoi(r.FormValue(key)) with the error ignored: 0 when the
  * parameter is absent or malformed. */
 static int64_t atoi_or_zero(const cprof__query *q, const char *key) {
@@ -200,27 +203,20 @@ static void serve_delta(const cprof__http_opts *o, const cprof__http_req *req,
     return;
   }
 
-  cprof__records p0 = {0}, p1 = {0}, delta = {0};
-  if (def->collect(&p0) != 0) {
-    fail(r, 500, "failed to collect profile");
-  } else if (!wait_ns(req, sec * 1000000000)) {
+  cprof_sink sink = cprof_sink_buf(&r->body);
+  int err = cprof__profile_write_delta(def, sec * 1000000000, http_wait,
+                                       (void *)req, &sink);
+  if (err == CPROF_ECANCELED) {
     r->drop = true;
-  } else if (def->collect(&p1) != 0) {
+  } else if (err == CPROF_EIO) {
     fail(r, 500, "failed to collect profile");
-  } else if (cprof__records_delta(&delta, &p0, &p1) != 0) {
+  } else if (err == CPROF_ENOMEM) {
     fail(r, 500, "failed to compute delta");
+  } else if (err) {
+    fail(r, 500, "failed to write profile: %s", cprof_strerror(err));
   } else {
-    cprof_sink sink = cprof_sink_buf(&r->body);
-    int err = def->write(&delta, 0, p1.time_ns - p0.time_ns, &sink);
-    if (err) {
-      fail(r, 500, "failed to write profile: %s", cprof_strerror(err));
-    } else {
-      ok(r, OCTETS, def->name, "-delta");
-    }
+    ok(r, OCTETS, def->name, "-delta");
   }
-  cprof__records_free(&p0);
-  cprof__records_free(&p1);
-  cprof__records_free(&delta);
 }
 
 static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
