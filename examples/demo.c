@@ -1,10 +1,12 @@
 /*
  * The demo workload: a small multi-threaded program that links cprof, does
  * some CPU work and some allocation on several threads, and at the end
- * writes every profile cprof offers into a directory. `make demo` runs it
- * and shows the profiles with `go tool pprof`.
+ * writes every profile cprof offers into a directory. With -p it also
+ * serves /debug/pprof/ on a free loopback port (written to PORTFILE), so
+ * `go tool pprof` can fetch profiles from it while it runs. `make demo`
+ * does both.
  *
- *   demo [-t SECONDS] [-o DIR]
+ *   demo [-t SECONDS] [-o DIR] [-p PORTFILE]
  */
 #include <cprof.h>
 #include <errno.h>
@@ -25,6 +27,23 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+static volatile uint64_t result;
+static pthread_mutex_t results_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *recent[256]; /* the last records kept: the live heap */
+static unsigned nrecent;
+
+/* Keeps a copy of a record, under a lock the workers contend on. */
+__attribute__((noinline)) static void remember(const char *rec, size_t len) {
+  char *copy = malloc(len);
+  if (!copy) return;
+  memcpy(copy, rec, len);
+  pthread_mutex_lock(&results_lock);
+  char *old = recent[nrecent % 256];
+  recent[nrecent++ % 256] = copy;
+  pthread_mutex_unlock(&results_lock);
+  free(old);
+}
+
 /* Hot loop number one: a hash over a buffer. */
 __attribute__((noinline)) static uint64_t crunch_numbers(const unsigned char *p,
                                                          size_t n) {
@@ -42,12 +61,12 @@ __attribute__((noinline)) static size_t parse_records(unsigned seed) {
     if (!rec) continue;
     memset(rec, 'a' + i % 26, len);
     total += crunch_numbers((unsigned char *)rec, len) & 1;
+    if (i % 8 == 0) remember(rec, len);
     free(rec);
   }
   return total;
 }
 
-static volatile uint64_t result;
 
 static void *worker(void *arg) {
   unsigned seed = (unsigned)(uintptr_t)arg;
@@ -80,15 +99,18 @@ __attribute__((noinline)) static void start_reporter(pthread_t *t) {
 }
 
 int main(int argc, char **argv) {
-  const char *outdir = "demo-profiles";
+  const char *outdir = "demo-profiles", *portfile = NULL;
   int opt;
-  while ((opt = getopt(argc, argv, "t:o:")) != -1) {
+  while ((opt = getopt(argc, argv, "t:o:p:")) != -1) {
     if (opt == 't') {
       run_seconds = atof(optarg);
     } else if (opt == 'o') {
       outdir = optarg;
+    } else if (opt == 'p') {
+      portfile = optarg;
     } else {
-      fprintf(stderr, "usage: %s [-t SECONDS] [-o DIR]\n", argv[0]);
+      fprintf(stderr, "usage: %s [-t SECONDS] [-o DIR] [-p PORTFILE]\n",
+              argv[0]);
       return 2;
     }
   }
@@ -99,6 +121,19 @@ int main(int argc, char **argv) {
 
   printf("demo: cprof %s, running %.1f s on 5 threads\n", cprof_version(),
          run_seconds);
+  cprof_http *http = NULL;
+  if (portfile) {
+    cprof_http_config cfg = {0};
+    cfg.addr = "127.0.0.1:0";
+    cfg.enable_mutex_profile = 1;
+    cfg.enable_block_profile = 1;
+    int err = cprof_http_start(&cfg, &http);
+    FILE *f = err ? NULL : fopen(portfile, "w");
+    if (f) {
+      fprintf(f, "%d\n", cprof_http_port(http));
+      fclose(f);
+    }
+  }
   int cpu_err = cprof_cpu_start(100);
   if (cpu_err)
     fprintf(stderr, "demo: CPU profile: %s\n", cprof_strerror(cpu_err));
@@ -135,5 +170,6 @@ int main(int argc, char **argv) {
     }
     printf("demo: wrote %s (%ld entries)\n", path, cprof_profile_entries(name));
   }
+  if (http) cprof_http_stop(http);
   return failed;
 }
