@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test bench fuzz install clean
+.PHONY: all deps build demo test bench fuzz stress install clean
 
 all: build
 
@@ -25,6 +25,10 @@ test: deps
 
 bench: build
 	@scripts/bench.sh $(BUILD)
+
+# The stress suite for a minute under ASan+UBSan and under TSan.
+stress: deps
+	@STRESS_SECONDS=$${STRESS_SECONDS:-60} STRESS_ONLY=1 scripts/test.sh asan tsan
 
 fuzz: deps
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-300} scripts/test.sh fuzz

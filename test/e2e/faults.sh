@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The fault tests (test/progs/faults.c, test/progs/cxx_throw.cc): fork with
+# and without exec, dlopen/dlclose loops, threads exiting during goroutine
+# dumps, threads blocking every signal, the program's own SIGUSR1 handler,
+# recursion past the depth cap, code without frame pointers, C++ exceptions
+# at 1000 Hz, and an allocator returning NULL under full sampling.
+source "$(dirname "$0")/lib.bash"
+prog=$CPROF_BUILD/test/progs/faults
+
+run_mode() { # MODE [ARGS]: must exit 0
+  if ! "$prog" "$@" >"$TMP/$1.out" 2>"$TMP/$1.err"; then
+    tail -30 "$TMP/$1.err"
+    fail "faults $1"
+  fi
+  tail -1 "$TMP/$1.err"
+  checks=$((checks + 1))
+}
+
+run_mode fork
+run_mode dlopen "$CPROF_BUILD/test/progs/libdlo.so"
+pprof -top "$TMP/dlopen.out" >"$TMP/dlopen.top"
+expect_match "$TMP/dlopen.top" ' dlo_spin$' "a function of a reloaded library is named in the CPU profile"
+run_mode exits
+run_mode blocked
+expect_match "$TMP/blocked.err" 'cprof_thread_blocks_signal' "threads that block the signal are reported, not waited for"
+run_mode handlers
+run_mode deep
+pprof -top "$TMP/deep.out" >"$TMP/deep.top"
+expect_match "$TMP/deep.top" '\[cprof: stack truncated\]' "stacks deeper than the cap end in the truncation frame"
+run_mode nofp
+run_mode oom
+"$CPROF_BUILD/test/progs/cxx_throw" >"$TMP/throw.out" 2>&1 || { cat "$TMP/throw.out"; fail "C++ exceptions while profiling"; }
+cat "$TMP/throw.out"
+checks=$((checks + 1))
+finish
