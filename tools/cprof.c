@@ -7,13 +7,17 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "cprof_ui_page.h"
 #include "pem.h"
+#include "pprofdec.h"
 
 static const char usage[] =
     "usage: cprof <command> [arguments]\n"
@@ -24,6 +28,8 @@ static const char usage[] =
     "  run        run a program with cprof preloaded (profile an unmodified binary)\n"
     "  extract    turn the PEM dumps in a log back into profile files\n"
     "  profiles   list the profiles cprof can write, with descriptions\n"
+    "  view       write a profile as one HTML page with a flame graph\n"
+    "  top        print a profile's top functions, as go tool pprof -top does\n"
     "  version    print the library version\n"
     "  help       print this text\n"
     "\n"
@@ -231,6 +237,378 @@ static int cmd_extract(int argc, char **argv) {
   return x.failed || x.written == 0 ? 1 : 0;
 }
 
+/* Reads a whole file ("-": standard input) into memory. */
+static int read_file(const char *name, unsigned char **data, size_t *len) {
+  FILE *f = strcmp(name, "-") == 0 ? stdin : fopen(name, "rb");
+  if (!f) return -1;
+  char *text;
+  int rc = read_whole(f, &text, len);
+  if (f != stdin) fclose(f);
+  if (rc == 0) *data = (unsigned char *)text;
+  return rc;
+}
+
+/* Reads and decodes a pprof file, printing why when it cannot. */
+static int load_profile(const char *cmd, const char *name,
+                        unsigned char **data, size_t *len,
+                        pprofdec_profile *p) {
+  char err[256];
+  if (read_file(name, data, len) != 0) {
+    fprintf(stderr, "cprof %s: %s: %s\n", cmd, name, strerror(errno));
+    return -1;
+  }
+  if (pprofdec_decode(*data, *len, p, err, sizeof err) != 0) {
+    fprintf(stderr, "cprof %s: %s: %s\n", cmd, name, err);
+    free(*data);
+    return -1;
+  }
+  return 0;
+}
+
+static const char view_help[] =
+    "NAME\n"
+    "    cprof view - write a profile as a standalone HTML flame graph\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    cprof view [-o OUT.html] FILE\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Embeds the pprof FILE (gzipped or not, written by cprof, by Go or by\n"
+    "    any pprof producer; - for standard input) in the page that\n"
+    "    /debug/pprof/ui/ serves, and writes it as one HTML file that needs\n"
+    "    nothing else: open it in a browser to get an interactive flame graph\n"
+    "    (click to zoom, hover for details, search) and a sortable top table,\n"
+    "    with a choice of sample type. The file is checked to be a pprof\n"
+    "    profile first.\n"
+    "\n"
+    "OPTIONS\n"
+    "    -o OUT   the file to write (- for standard output); the default is\n"
+    "             FILE without .gz and .pb, plus .html, in the current\n"
+    "             directory\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 when the page was written; 1 when FILE cannot be read or is not a\n"
+    "    pprof profile, or OUT cannot be written; 2 for a usage error.\n";
+
+static const char b64chars[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static void put_base64(FILE *out, const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i += 3) {
+    uint32_t v = (uint32_t)p[i] << 16;
+    if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
+    if (i + 2 < n) v |= p[i + 2];
+    char q[4] = {b64chars[v >> 18 & 63], b64chars[v >> 12 & 63],
+                 i + 1 < n ? b64chars[v >> 6 & 63] : '=',
+                 i + 2 < n ? b64chars[v & 63] : '='};
+    fwrite(q, 1, 4, out);
+    if ((i / 3 + 1) % 19 == 0) fputc('\n', out);
+  }
+}
+
+static void put_html_escaped(FILE *out, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+      case '<': fputs("&lt;", out); break;
+      case '>': fputs("&gt;", out); break;
+      case '&': fputs("&amp;", out); break;
+      case '"': fputs("&quot;", out); break;
+      case '\'': fputs("&#39;", out); break;
+      default: fputc(*s, out);
+    }
+  }
+}
+
+/* Where a marker of the page starts, or NULL. */
+static const unsigned char *find_marker(const char *marker) {
+  return memmem(cprof_ui_page, CPROF_UI_PAGE_LEN, marker, strlen(marker));
+}
+
+static int cmd_view(int argc, char **argv) {
+  const char *outname = NULL;
+  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
+  int opt;
+  optind = 1;
+  while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
+    switch (opt) {
+      case 'o': outname = optarg; break;
+      case 'h': fputs(view_help, stdout); return 0;
+      default:
+        fputs("usage: cprof view [-o OUT.html] FILE\n", stderr);
+        return 2;
+    }
+  }
+  if (argc - optind != 1) {
+    fputs("usage: cprof view [-o OUT.html] FILE\n", stderr);
+    return 2;
+  }
+  const char *in = argv[optind];
+  const char *base = strrchr(in, '/') ? strrchr(in, '/') + 1 : in;
+  if (strcmp(in, "-") == 0) base = "stdin";
+  char defname[PATH_MAX];
+  if (!outname) {
+    snprintf(defname, sizeof defname, "%s", base);
+    size_t n = strlen(defname);
+    if (n > 3 && strcmp(defname + n - 3, ".gz") == 0) defname[n -= 3] = 0;
+    if (n > 3 && strcmp(defname + n - 3, ".pb") == 0) defname[n -= 3] = 0;
+    if (n + 6 > sizeof defname) return 1;
+    strcat(defname, ".html");
+    outname = defname;
+  }
+  unsigned char *data;
+  size_t len;
+  pprofdec_profile prof;
+  if (load_profile("view", in, &data, &len, &prof) != 0) return 1;
+  pprofdec_free(&prof);
+
+  const unsigned char *name_at = find_marker("@@PROFILE_NAME@@");
+  const unsigned char *data_at = find_marker("@@PROFILE_DATA@@");
+  if (!name_at || !data_at || data_at < name_at) {
+    fputs("cprof view: the embedded page has no profile markers\n", stderr);
+    free(data);
+    return 1;
+  }
+  FILE *out = strcmp(outname, "-") == 0 ? stdout : fopen(outname, "w");
+  if (!out) {
+    fprintf(stderr, "cprof view: %s: %s\n", outname, strerror(errno));
+    free(data);
+    return 1;
+  }
+  const unsigned char *page = cprof_ui_page, *end = page + CPROF_UI_PAGE_LEN;
+  fwrite(page, 1, (size_t)(name_at - page), out);
+  put_html_escaped(out, base);
+  name_at += strlen("@@PROFILE_NAME@@");
+  fwrite(name_at, 1, (size_t)(data_at - name_at), out);
+  put_base64(out, data, len);
+  data_at += strlen("@@PROFILE_DATA@@");
+  fwrite(data_at, 1, (size_t)(end - data_at), out);
+  free(data);
+  int bad = ferror(out);
+  if (out != stdout ? fclose(out) != 0 : fflush(out) != 0) bad = 1;
+  if (bad) {
+    fprintf(stderr, "cprof view: %s: %s\n", outname, strerror(errno));
+    return 1;
+  }
+  if (out != stdout) fprintf(stderr, "cprof view: wrote %s\n", outname);
+  return 0;
+}
+
+static const char top_help[] =
+    "NAME\n"
+    "    cprof top - print a profile's top functions, like go tool pprof -top\n"
+    "\n"
+    "SYNOPSIS\n"
+    "    cprof top [-n N] [-sample_index TYPE] [-unit UNIT]\n"
+    "              [-nodefraction F] FILE\n"
+    "\n"
+    "DESCRIPTION\n"
+    "    Reads the pprof FILE (gzipped or not; - for standard input) and\n"
+    "    prints go tool pprof -top's table, with its numbers: flat is the\n"
+    "    value of the samples whose innermost frame is the function, cum the\n"
+    "    value of the samples with the function anywhere on their stack\n"
+    "    (once per sample), rows sorted by flat. Frames are merged by\n"
+    "    function name, inlined frames included. Unlike pprof, cprof top\n"
+    "    ignores the profile's drop_frames and keep_frames, and has no\n"
+    "    filters (focus, ignore, show, hide).\n"
+    "\n"
+    "OPTIONS\n"
+    "    -n N              print at most N rows (default: all)\n"
+    "    -sample_index T   the sample type, by name (e.g. alloc_space) or\n"
+    "                      index; default: the profile's default_sample_type,\n"
+    "                      else the last type, as pprof chooses\n"
+    "    -unit U           print values in U (e.g. ns, ms, B, MB); default\n"
+    "                      minimum, pprof's: one unit chosen for the table\n"
+    "    -nodefraction F   leave out functions whose cum is below F of the\n"
+    "                      total (default 0.005, as pprof)\n"
+    "\n"
+    "EXIT STATUS\n"
+    "    0 on success; 1 when FILE cannot be read or is not a pprof profile;\n"
+    "    2 for a usage error.\n";
+
+/* Go's time layout "Jan 2, 2006 at 3:04pm (MST)", in local time. */
+static void go_time(char *out, size_t len, int64_t ns) {
+  time_t t = (time_t)(ns / 1000000000);
+  struct tm tm;
+  if (!localtime_r(&t, &tm)) {
+    snprintf(out, len, "?");
+    return;
+  }
+  static const char *const mon[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                    "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  int h = tm.tm_hour % 12;
+  snprintf(out, len, "%s %d, %d at %d:%02d%s (%s)", mon[tm.tm_mon % 12],
+           tm.tm_mday, tm.tm_year + 1900, h ? h : 12, tm.tm_min,
+           tm.tm_hour < 12 ? "am" : "pm", tm.tm_zone ? tm.tm_zone : "");
+}
+
+/* pprof's measurement.Percentage. */
+static void go_pct(char *out, size_t len, int64_t v, int64_t total) {
+  double r = total ? (double)v / (double)total * 100 : 0;
+  if (r < 0) r = -r;
+  if (r >= 99.95 && r <= 100.05)
+    snprintf(out, len, "  100%%");
+  else if (r >= 1.0)
+    snprintf(out, len, "%5.2f%%", r);
+  else
+    snprintf(out, len, "%5.2g%%", r);
+}
+
+static int cmd_top(int argc, char **argv) {
+  enum { O_N = 1, O_INDEX, O_UNIT, O_FRACTION };
+  static const struct option longopts[] = {
+      {"n", required_argument, NULL, O_N},
+      {"sample_index", required_argument, NULL, O_INDEX},
+      {"unit", required_argument, NULL, O_UNIT},
+      {"nodefraction", required_argument, NULL, O_FRACTION},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  static const char use[] =
+      "usage: cprof top [-n N] [-sample_index TYPE] [-unit UNIT] "
+      "[-nodefraction F] FILE\n";
+  long maxrows = 0;
+  const char *index = NULL, *unit = "minimum";
+  double fraction = 0.005;
+  int opt;
+  char *end;
+  optind = 1;
+  while ((opt = getopt_long_only(argc, argv, "+h", longopts, NULL)) != -1) {
+    switch (opt) {
+      case O_N:
+        maxrows = strtol(optarg, &end, 10);
+        if (*end || maxrows < 0) {
+          fprintf(stderr, "cprof top: -n %s: not a count\n", optarg);
+          return 2;
+        }
+        break;
+      case O_INDEX: index = optarg; break;
+      case O_UNIT: unit = optarg; break;
+      case O_FRACTION:
+        fraction = strtod(optarg, &end);
+        if (*end || !(fraction >= 0 && fraction <= 1)) {
+          fprintf(stderr, "cprof top: -nodefraction %s: not in [0, 1]\n",
+                  optarg);
+          return 2;
+        }
+        break;
+      case 'h': fputs(top_help, stdout); return 0;
+      default: fputs(use, stderr); return 2;
+    }
+  }
+  if (argc - optind != 1) {
+    fputs(use, stderr);
+    return 2;
+  }
+  const char *in = argv[optind];
+  unsigned char *data;
+  size_t len;
+  pprofdec_profile p;
+  if (load_profile("top", in, &data, &len, &p) != 0) return 1;
+  free(data);
+  size_t vi = pprofdec_default_index(&p);
+  if (index) {
+    long i = pprofdec_find_index(&p, index);
+    if (i < 0) {
+      fprintf(stderr, "cprof top: %s: no sample type '%s' (it has:", in, index);
+      for (size_t k = 0; k < p.nsample_types; k++)
+        fprintf(stderr, " %s", p.sample_types[k].type);
+      fputs(")\n", stderr);
+      pprofdec_free(&p);
+      return 1;
+    }
+    vi = (size_t)i;
+  }
+  pprofdec_top t;
+  char err[256];
+  if (pprofdec_compute_top(&p, vi, &t, err, sizeof err) != 0) {
+    fprintf(stderr, "cprof top: %s: %s\n", in, err);
+    pprofdec_free(&p);
+    return 1;
+  }
+  const char *sunit = p.sample_types[vi].unit;
+  /* pprof's node cutoff: rows whose |cum| is below it are left out. */
+  int64_t cutoff = (int64_t)((double)t.total * fraction);
+  if (cutoff < 0) cutoff = -cutoff;
+  size_t kept = 0;
+  for (size_t i = 0; i < t.nrows; i++) {
+    int64_t c = t.rows[i].cum < 0 ? -t.rows[i].cum : t.rows[i].cum;
+    if (cutoff > 0 && c < cutoff) {
+      free(t.rows[i].name);
+      continue;
+    }
+    t.rows[kept++] = t.rows[i];
+  }
+  size_t dropped = t.nrows - kept;
+  t.nrows = kept;
+  size_t shown = maxrows > 0 && (size_t)maxrows < kept ? (size_t)maxrows : kept;
+  char outunit[16];
+  if (strcmp(unit, "minimum") == 0)
+    pprofdec_select_unit(outunit, sizeof outunit, &t, shown, sunit);
+  else
+    snprintf(outunit, sizeof outunit, "%s", unit);
+
+  char a[64], b[64], c[64], d[64];
+  if (p.main_file[0]) {
+    const char *slash = strrchr(p.main_file, '/');
+    printf("File: %s\n", slash && slash[1] ? slash + 1 : p.main_file);
+  }
+  if (p.main_build_id[0]) printf("Build ID: %s\n", p.main_build_id);
+  for (size_t i = 0; i < p.ncomments; i++)
+    if (p.comments[i][0] != '#') printf("%s\n", p.comments[i]);
+  printf("Type: %s\n", p.sample_types[vi].type);
+  if (p.time_nanos) {
+    go_time(a, sizeof a, p.time_nanos);
+    printf("Time: %s\n", a);
+  }
+  if (p.duration_nanos) {
+    pprofdec_format(a, sizeof a, p.duration_nanos, "nanoseconds", "auto");
+    pprofdec_format(b, sizeof b, t.total, sunit, outunit);
+    const char *u = "";
+    pprofdec_format(c, sizeof c, 1, sunit, "ns");
+    u = strcmp(c, "1ns") == 0 ? "ns" : "";
+    d[0] = 0;
+    if (*u && t.total) {
+      char pc[32];
+      go_pct(pc, sizeof pc, t.total, p.duration_nanos);
+      snprintf(d, sizeof d, "(%s)", pc);
+    }
+    printf("Duration: %s, Total samples = %s %s\n", a, b, d);
+  }
+  int64_t flatsum = 0;
+  for (size_t i = 0; i < shown; i++) flatsum += t.rows[i].flat;
+  pprofdec_format(a, sizeof a, flatsum, sunit, outunit);
+  go_pct(b, sizeof b, flatsum, t.total);
+  pprofdec_format(c, sizeof c, t.total, sunit, outunit);
+  printf("Showing nodes accounting for %s, %s of %s total\n", a,
+         b + strspn(b, " "), c);
+  if (t.total && dropped) {
+    pprofdec_format(a, sizeof a, cutoff, sunit, outunit);
+    printf("Dropped %zu node%s (cum <= %s)\n", dropped, dropped > 1 ? "s" : "",
+           a);
+  }
+  if (t.total && shown && shown < kept)
+    printf("Showing top %zu nodes out of %zu\n", shown, kept);
+  printf("%10s %5s%% %5s%% %10s %5s%%\n", "flat", "flat", "sum", "cum", "cum");
+  int64_t sum = 0;
+  for (size_t i = 0; i < shown; i++) {
+    const pprofdec_row *r = &t.rows[i];
+    sum += r->flat;
+    char fp[32], sp[32], cp[32];
+    pprofdec_format(a, sizeof a, r->flat, sunit, outunit);
+    pprofdec_format(c, sizeof c, r->cum, sunit, outunit);
+    go_pct(fp, sizeof fp, r->flat, t.total);
+    go_pct(sp, sizeof sp, sum, t.total);
+    go_pct(cp, sizeof cp, r->cum, t.total);
+    const char *inl = !(r->calls & PPROFDEC_INLINED) ? ""
+                      : r->calls & PPROFDEC_CALLED   ? " (partial-inline)"
+                                                     : " (inline)";
+    printf("%10s %s %s %10s %s  %s%s\n", a, fp, sp, c, cp, r->name, inl);
+  }
+  pprofdec_top_free(&t);
+  pprofdec_free(&p);
+  return fflush(stdout) == 0 ? 0 : 1;
+}
+
 static const char run_help[] =
     "NAME\n"
     "    cprof run - profile an unmodified program\n"
@@ -343,9 +721,14 @@ static int cmd_run(int argc, char **argv) {
           stderr);
     return 127;
   }
+  /* cprof goes first, so its interposers see the program's calls before
+   * another preloaded allocator does; only a sanitizer runtime, which must
+   * be the very first library, stays ahead of it. */
   const char *old = getenv("LD_PRELOAD");
   char preload[2 * PATH_MAX];
-  if (old && *old)
+  if (old && *old && (strstr(old, "libasan") || strstr(old, "libtsan")))
+    snprintf(preload, sizeof preload, "%s:%s", old, lib);
+  else if (old && *old)
     snprintf(preload, sizeof preload, "%s:%s", lib, old);
   else
     snprintf(preload, sizeof preload, "%s", lib);
@@ -366,6 +749,8 @@ int main(int argc, char **argv) {
   if (strcmp(cmd, "profiles") == 0) return cmd_profiles(argc - 1, argv + 1);
   if (strcmp(cmd, "extract") == 0) return cmd_extract(argc - 1, argv + 1);
   if (strcmp(cmd, "run") == 0) return cmd_run(argc - 1, argv + 1);
+  if (strcmp(cmd, "view") == 0) return cmd_view(argc - 1, argv + 1);
+  if (strcmp(cmd, "top") == 0) return cmd_top(argc - 1, argv + 1);
   if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 ||
       strcmp(cmd, "-h") == 0) {
     fputs(usage, stdout);
