@@ -175,9 +175,9 @@ static wait_slot wait_table[WAIT_SLOTS];
 static __thread uint64_t rnd_state CPROF__TLS;
 
 /* Never called: their addresses stand, as one-frame stacks, for a wait
- * whose unlocker is unknown. noipa keeps each a distinct function. */
-__attribute__((noipa)) void cprof_unknown_unlocker(void);
-__attribute__((noipa)) void cprof_unknown_unlocker(void) {
+ * whose unlocker is unknown. CPROF__DISTINCT keeps each a distinct function. */
+CPROF__DISTINCT void cprof_unknown_unlocker(void);
+CPROF__DISTINCT void cprof_unknown_unlocker(void) {
   __asm__ volatile("" ::: "memory");
 }
 
@@ -185,9 +185,17 @@ static void *resolve(int f) {
   const real_fn_info *fi = &fn_info[f];
   if (resolving) return fi->fallback;
   resolving = 1;
-  void *p = NULL;
-  if (fi->version) p = dlvsym(RTLD_NEXT, fi->name, fi->version);
-  if (!p) p = dlsym(RTLD_NEXT, fi->name);
+  void *p = dlsym(RTLD_NEXT, fi->name);
+  if (fi->version) {
+    /* Take the versioned symbol only from the object dlsym found: when a
+     * sanitizer's interceptor comes next, it must stay in the chain (it
+     * picks libc's version itself). */
+    void *v = dlvsym(RTLD_NEXT, fi->name, fi->version);
+    Dl_info pi, vi;
+    if (!p || (v && dladdr(p, &pi) && dladdr(v, &vi) &&
+               pi.dli_fbase == vi.dli_fbase))
+      p = v ? v : p;
+  }
   resolving = 0;
   if (!p) p = fi->fallback;
   if (p) atomic_store_explicit(&real_fns[f], p, memory_order_release);

@@ -62,13 +62,13 @@ static int setup_err;      /* 0, or why the profile is unavailable */
 static cprof__goroutine_stats last_stats; /* under collect_lock */
 
 /* Never called: their addresses stand, as one-frame stacks, for a thread
- * whose stack could not be taken. noipa keeps them distinct functions. */
-__attribute__((noipa)) void cprof_thread_blocks_signal(void);
-__attribute__((noipa)) void cprof_thread_did_not_answer(void);
-__attribute__((noipa)) void cprof_thread_blocks_signal(void) {
+ * whose stack could not be taken. CPROF__DISTINCT keeps them distinct functions. */
+CPROF__DISTINCT void cprof_thread_blocks_signal(void);
+CPROF__DISTINCT void cprof_thread_did_not_answer(void);
+CPROF__DISTINCT void cprof_thread_blocks_signal(void) {
   __asm__ volatile("" ::: "memory");
 }
-__attribute__((noipa)) void cprof_thread_did_not_answer(void) {
+CPROF__DISTINCT void cprof_thread_did_not_answer(void) {
   __asm__ volatile("nop" ::: "memory");
 }
 

@@ -18,6 +18,15 @@
 /* Thread-locals read by signal handlers use the initial-exec model: the
  * general-dynamic model may allocate on a thread's first access. */
 #define CPROF__TLS __attribute__((tls_model("initial-exec")))
+/* A function that must stay a distinct function with its own address
+ * (never merged, cloned or inlined), for functions that stand for a
+ * synthetic frame. clang has no noipa and does not merge functions by
+ * default. */
+#if defined(__clang__)
+#define CPROF__DISTINCT __attribute__((noinline, used))
+#else
+#define CPROF__DISTINCT __attribute__((noipa, used))
+#endif
 #define CPROF__ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
 /* The deepest stack cprof records. A deeper stack keeps its innermost

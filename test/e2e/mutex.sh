@@ -53,6 +53,7 @@ measured=$("$CPROF_BUILD/test/progs/mutex_contend" "$TMP/linked" | sed -n 's/^me
 check linked "$TMP/linked" "$measured"
 
 plain=$CPROF_BUILD/test/progs/plain_mutex_contend
+tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 measured=$(CPROF_MUTEX_FRACTION=1 CPROF_BLOCK_RATE=1 LD_PRELOAD=$(preload_env "$plain") "$plain" "$TMP/preloaded" | sed -n 's/^measured_wait_ns=//p')
 check preloaded "$TMP/preloaded" "$measured"
 finish

@@ -5,6 +5,7 @@
 # upload is read back by go tool pprof. Then a receiver that always fails:
 # the program still finishes on time and nothing is left queued.
 source "$(dirname "$0")/lib.bash"
+tsan_build "$CPROF_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
 prog=$CPROF_BUILD/test/progs/plain_worker
 receiver=$(dirname "$0")/pyroscope_receiver.py
 
