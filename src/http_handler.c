@@ -22,6 +22,7 @@
 #include "mem.h"
 #include "query.h"
 #include "symbolize.h"
+#include "ui.h"
 
 #define PREFIX "/debug/pprof/"
 #define TEXT "text/plain; charset=utf-8"
@@ -371,6 +372,7 @@ static void serve_index(cprof__http_resp *r) {
     cprof__buf_printf(b,
                       "<a href=\"goroutine?debug=2\">full goroutine stack "
                       "dump</a>\n");
+  cprof__buf_printf(b, "<br>\n<a href=\"ui/\">flame graph viewer</a>\n");
   cprof__buf_printf(b, "<br>\n<p>\nProfile Descriptions:\n<ul>\n");
   for (size_t i = 0; i < n; i++) {
     cprof__buf_printf(b, "<li><div class=profile-name>");
@@ -386,6 +388,19 @@ static void serve_index(cprof__http_resp *r) {
     return;
   }
   ok(r, HTML, NULL, NULL);
+}
+
+/* The profile viewer (ui.c): its page and the list of profiles it offers.
+ * The page fetches the profiles themselves through the routes above. */
+static void serve_ui(const char *what, cprof__http_resp *r) {
+  int err = strcmp(what, "profiles.json") == 0
+                ? cprof__ui_profiles_json(&r->body)
+                : cprof__ui_page(&r->body);
+  if (err) {
+    fail(r, 500, "%s", cprof_strerror(err));
+    return;
+  }
+  ok(r, *what ? "application/json" : HTML, NULL, NULL);
 }
 
 static bool method_allowed(const char *m) {
@@ -459,6 +474,16 @@ void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
     fail(r, 400, "%s", why);
   } else if (*name == 0) {
     serve_index(r);
+  } else if (strcmp(name, "ui") == 0) {
+    /* Like /debug/pprof, the viewer's directory without its slash. */
+    r->status = 301;
+    r->location = PREFIX "ui/";
+    r->content_type = HTML;
+    cprof__buf_printf(&r->body, "<a href=\"%s\">Moved Permanently</a>.\n\n",
+                      PREFIX "ui/");
+  } else if (strcmp(name, "ui/") == 0 ||
+             strcmp(name, "ui/profiles.json") == 0) {
+    serve_ui(name + 3, r);
   } else if (strcmp(name, "cmdline") == 0) {
     serve_cmdline(r);
   } else if (strcmp(name, "profile") == 0) {

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# `cprof view` and `cprof top` on profiles written by cprof (CPU and heap
+# from test/progs/http_server) and by Go itself (test/progs/gopprof, built
+# here offline): `cprof top` must print what `go tool pprof -top` prints,
+# byte for byte, for every sample type; the pages `cprof view` writes must
+# render in headless Chromium without an error, with the hottest function
+# widest. Bad input must be refused with a message.
+source "$(dirname "$0")/lib.bash"
+: "${CPROF_SRC:?}"
+cprof=$CPROF_BUILD/cprof
+cdp=(node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js")
+check=(python3 "$CPROF_SRC/test/ui/check.py")
+ok() {
+  checks=$((checks + 1))
+  echo "ok: $*"
+}
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# --- profiles written by Go: a tiny program, built offline
+export GOCACHE=$TMP/gocache GOPATH=$TMP/gopath GO111MODULE=off GOFLAGS= GOPROXY=off
+mkdir -p "$TMP/go"
+go build -o "$TMP/gopprof" "$CPROF_SRC/test/progs/gopprof/main.go" || fail "go build gopprof"
+"$TMP/gopprof" "$TMP/go" || fail "gopprof did not run"
+ok "Go wrote $(ls "$TMP/go" | tr '\n' ' ')"
+
+# --- profiles written by cprof
+"$CPROF_BUILD/test/progs/http_server" >"$TMP/port" 2>"$TMP/server.log" &
+pids+=($!)
+for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
+PORT=$(head -1 "$TMP/port")
+[ -n "$PORT" ] || fail "http_server did not start"
+mkdir -p "$TMP/c"
+curl -sS -m 30 -o "$TMP/c/cpu.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/profile?seconds=1" || fail "CPU profile"
+curl -sS -m 30 -o "$TMP/c/heap.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/heap" || fail "heap profile"
+curl -sS -m 30 -o "$TMP/c/goroutine.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/goroutine" || fail "goroutine profile"
+ok "cprof wrote cpu, heap and goroutine profiles"
+
+# --- cprof top == go tool pprof -top, for every sample type
+compare() {
+  local file=$1
+  shift
+  "$cprof" top "$@" "$file" >"$TMP/ours.txt" 2>&1 || { cat "$TMP/ours.txt"; fail "cprof top $* $file"; }
+  pprof -top "$@" "$file" >"$TMP/theirs.txt"
+  diff "$TMP/theirs.txt" "$TMP/ours.txt" >"$TMP/diff.txt" || { cat "$TMP/diff.txt"; fail "cprof top $* differs from go tool pprof -top on $file"; }
+  ok "cprof top $* = go tool pprof -top on ${file#"$TMP"/} ($(grep -cE '^ +[-0-9.]' "$TMP/ours.txt") rows)"
+}
+for f in "$TMP/go/cpu.pb.gz" "$TMP/c/cpu.pb.gz" "$TMP/c/goroutine.pb.gz"; do
+  compare "$f"
+  compare "$f" -nodefraction=0
+done
+for f in "$TMP/go/heap.pb.gz" "$TMP/c/heap.pb.gz"; do
+  for s in alloc_objects alloc_space inuse_objects inuse_space; do compare "$f" -sample_index=$s; done
+done
+# For a count in a CPU profile go tool pprof 1.19 sometimes prints the
+# total as a share of the duration, as if the count were nanoseconds, and
+# sometimes not; the rows are what matter.
+"$cprof" top -sample_index=samples -nodefraction=0 "$TMP/go/cpu.pb.gz" | sed -n '/^      flat/,$p' >"$TMP/ours.txt"
+pprof -top -sample_index=samples -nodefraction=0 "$TMP/go/cpu.pb.gz" | sed -n '/^      flat/,$p' >"$TMP/theirs.txt"
+diff "$TMP/theirs.txt" "$TMP/ours.txt" || fail "cprof top -sample_index=samples rows differ from go tool pprof's"
+ok "cprof top -sample_index=samples rows = go tool pprof -top's"
+compare "$TMP/go/cpu.pb.gz" -unit=ms
+compare "$TMP/go/heap.pb.gz" -unit=B -sample_index=alloc_space
+expect_match "$TMP/ours.txt" 'main.allocate$' "Go's heap profile names main.allocate"
+"$cprof" top -n 3 "$TMP/go/cpu.pb.gz" >"$TMP/n3.txt"
+pprof -top -nodecount=3 "$TMP/go/cpu.pb.gz" >"$TMP/n3g.txt"
+diff "$TMP/n3g.txt" "$TMP/n3.txt" || fail "cprof top -n 3 differs from pprof -nodecount=3"
+ok "cprof top -n 3 = go tool pprof -top -nodecount=3"
+head -8 "$TMP/n3.txt"
+
+# --- refusals
+head -c 300 "$TMP/go/cpu.pb.gz" >"$TMP/truncated.pb.gz"
+printf 'not a profile at all' >"$TMP/garbage"
+for f in truncated.pb.gz garbage; do
+  if "$cprof" top "$TMP/$f" >"$TMP/out.txt" 2>&1; then fail "cprof top accepted $f"; fi
+  expect_match "$TMP/out.txt" "^cprof top: .*$f: " "cprof top refuses $f with a message: $(head -1 "$TMP/out.txt")"
+  if "$cprof" view -o "$TMP/x.html" "$TMP/$f" >"$TMP/out.txt" 2>&1; then fail "cprof view accepted $f"; fi
+  [ ! -e "$TMP/x.html" ] || fail "cprof view wrote a page for $f"
+  ok "cprof view refuses $f"
+done
+"$cprof" top -sample_index=nosuch "$TMP/go/heap.pb.gz" >"$TMP/out.txt" 2>&1 && fail "an unknown sample type was accepted"
+expect_match "$TMP/out.txt" "no sample type 'nosuch' \\(it has: alloc_objects alloc_space inuse_objects inuse_space\\)" "an unknown sample type is refused, naming the ones there are"
+"$cprof" view --help | grep -q '^SYNOPSIS' || fail "cprof view --help"
+"$cprof" top --help | grep -q '^SYNOPSIS' || fail "cprof top --help"
+ok "view and top have man-page style --help"
+
+# --- cprof view: standalone pages
+(cd "$TMP/go" && "$cprof" view cpu.pb.gz 2>/dev/null) && [ -s "$TMP/go/cpu.html" ] || fail "cprof view with the default output name"
+ok "cprof view cpu.pb.gz wrote cpu.html"
+"$cprof" view -o "$TMP/goheap.html" "$TMP/go/heap.pb.gz" 2>/dev/null || fail "cprof view Go heap"
+"$cprof" view -o "$TMP/ccpu.html" "$TMP/c/cpu.pb.gz" 2>/dev/null || fail "cprof view cprof CPU"
+"$cprof" view -o - "$TMP/c/heap.pb.gz" >"$TMP/cheap.html" 2>/dev/null || fail "cprof view to stdout"
+expect_no_match "$TMP/ccpu.html" '(src|href)="(https?:)?//|@import|url\((https?:)?//' "the standalone page loads nothing from elsewhere"
+if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
+  echo "note: chromium or node not installed; the browser checks are skipped"
+  finish
+  exit 0
+fi
+"${cdp[@]}" "file://$TMP/go/cpu.html" "file://$TMP/goheap.html?sample=alloc_space" "file://$TMP/ccpu.html" \
+  "file://$TMP/cheap.html?sample=alloc_space" --interact --screenshot "$TMP/view.png" >"$TMP/view.json" || fail "cdp.js on the views"
+"${check[@]}" "$TMP/view.json" --index 0 --hot main.burnAlpha --sample cpu --interact || fail "Go CPU profile in cprof view"
+"${check[@]}" "$TMP/view.json" --index 1 --hot main.allocate --sample alloc_space || fail "Go heap profile in cprof view"
+"${check[@]}" "$TMP/view.json" --index 2 --hot burn_http --sample cpu || fail "cprof CPU profile in cprof view"
+"${check[@]}" "$TMP/view.json" --index 3 --hot short_worker --sample alloc_space || fail "cprof heap profile in cprof view"
+checks=$((checks + 4))
+cp "$TMP/view.png" "$CPROF_TEST_TMP/view_go_cpu.png"
+ok "screenshot of Go's CPU profile in cprof view kept as $CPROF_TEST_TMP/view_go_cpu.png"
+finish

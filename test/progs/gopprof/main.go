@@ -1,0 +1,82 @@
+// Command gopprof writes profiles the way Go itself does, for the view
+// test: it burns CPU in two named functions for about a second under
+// runtime/pprof's CPU profiler, then writes a heap profile. Standard
+// library only, so it builds offline.
+//
+//	go run main.go OUTDIR   writes OUTDIR/cpu.pb.gz and OUTDIR/heap.pb.gz
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+)
+
+var sink uint64
+var keep [][]byte
+
+//go:noinline
+func burnAlpha(d time.Duration) {
+	x := sink
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := 0; i < 100000; i++ {
+			x = x*6364136223846793005 + uint64(i)
+		}
+	}
+	sink = x
+}
+
+//go:noinline
+func burnBeta(d time.Duration) {
+	x := sink
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		for i := 0; i < 100000; i++ {
+			x = x*2862933555777941757 + uint64(i)
+		}
+	}
+	sink = x
+}
+
+//go:noinline
+func allocate() {
+	for i := 0; i < 2000; i++ {
+		keep = append(keep, make([]byte, 4096))
+	}
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: gopprof OUTDIR")
+		os.Exit(2)
+	}
+	dir := os.Args[1]
+	runtime.MemProfileRate = 4096
+	cpu, err := os.Create(filepath.Join(dir, "cpu.pb.gz"))
+	if err != nil {
+		panic(err)
+	}
+	if err := pprof.StartCPUProfile(cpu); err != nil {
+		panic(err)
+	}
+	allocate()
+	burnAlpha(700 * time.Millisecond)
+	burnBeta(350 * time.Millisecond)
+	pprof.StopCPUProfile()
+	if err := cpu.Close(); err != nil {
+		panic(err)
+	}
+	runtime.GC()
+	heap, err := os.Create(filepath.Join(dir, "heap.pb.gz"))
+	if err != nil {
+		panic(err)
+	}
+	if err := pprof.WriteHeapProfile(heap); err != nil {
+		panic(err)
+	}
+	if err := heap.Close(); err != nil {
+		panic(err)
+	}
+}

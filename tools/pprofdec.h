@@ -1,0 +1,133 @@
+/*
+ * A small reader of pprof files for `cprof top`: gunzips (when the input is
+ * gzipped) and decodes profile.proto's Profile message into flat arrays,
+ * then computes go tool pprof's -top table (granularity "functions"). It is
+ * a parser of outside input: any byte string gives either a profile or an
+ * error message, never a crash, and memory stays bounded by the input's
+ * size (the decompressed size is capped at PPROFDEC_MAX_SIZE).
+ */
+#ifndef CPROF_TOOLS_PPROFDEC_H
+#define CPROF_TOOLS_PPROFDEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The largest decompressed profile accepted. */
+#define PPROFDEC_MAX_SIZE ((size_t)1 << 30)
+
+typedef struct pprofdec_value_type {
+  const char *type, *unit;
+} pprofdec_value_type;
+
+typedef struct pprofdec_function {
+  uint64_t id;
+  const char *name, *filename;
+} pprofdec_function;
+
+typedef struct pprofdec_line {
+  uint64_t function_id;
+  int64_t line;
+} pprofdec_line;
+
+typedef struct pprofdec_mapping {
+  uint64_t id;
+  const char *filename;
+} pprofdec_mapping;
+
+typedef struct pprofdec_location {
+  uint64_t id, mapping_id, address;
+  size_t first_line, nlines; /* in pprofdec_profile.lines, innermost first */
+} pprofdec_location;
+
+typedef struct pprofdec_sample {
+  size_t first_location, nlocations; /* in location_ids, leaf first */
+  size_t first_value, nvalues;       /* in values */
+} pprofdec_sample;
+
+typedef struct pprofdec_profile {
+  pprofdec_value_type *sample_types;
+  size_t nsample_types;
+  pprofdec_sample *samples;
+  size_t nsamples;
+  uint64_t *location_ids;
+  size_t nlocation_ids;
+  int64_t *values;
+  size_t nvalues;
+  pprofdec_location *locations; /* sorted by id */
+  size_t nlocations;
+  pprofdec_line *lines;
+  size_t nlines;
+  pprofdec_function *functions; /* sorted by id */
+  size_t nfunctions;
+  pprofdec_mapping *mappings; /* in file order */
+  size_t nmappings;
+  char **strings; /* NUL-terminated copies (cut at an embedded NUL) */
+  size_t nstrings;
+  const char **comments;
+  size_t ncomments;
+  const char *default_sample_type;       /* "" when unset */
+  const char *main_file, *main_build_id; /* the first mapping's, or "" */
+  pprofdec_value_type period_type;
+  int64_t period, time_nanos, duration_nanos;
+} pprofdec_profile;
+
+/* Decodes len bytes (a gzipped or raw pprof). Returns 0, or -1 with a
+ * message in err. On success free the profile with pprofdec_free(). */
+int pprofdec_decode(const unsigned char *data, size_t len, pprofdec_profile *p,
+                    char *err, size_t errlen);
+
+void pprofdec_free(pprofdec_profile *p);
+
+/* The sample type pprof uses when none is asked for: default_sample_type
+ * when it names one, else the last. */
+size_t pprofdec_default_index(const pprofdec_profile *p);
+
+/* Finds a sample type by name or by decimal index; -1 when none. */
+long pprofdec_find_index(const pprofdec_profile *p, const char *which);
+
+typedef struct pprofdec_row {
+  /* The function's name; for a location without lines, pprof's name for
+   * it: [the mapping file's base name], or <unknown>. */
+  char *name;
+  int64_t flat, cum;
+  /* How callers reach it: PPROFDEC_INLINED when some call was inlined
+   * (a later line of the same location), PPROFDEC_CALLED when some was a
+   * real call; pprof prints "(inline)" or "(partial-inline)" from these. */
+  unsigned calls;
+} pprofdec_row;
+
+#define PPROFDEC_INLINED 1u
+#define PPROFDEC_CALLED 2u
+
+typedef struct pprofdec_top {
+  pprofdec_row *rows; /* in go tool pprof -top order */
+  size_t nrows;
+  int64_t total; /* the sum of the sample values with a stack */
+} pprofdec_top;
+
+/* go tool pprof -top's numbers for sample type index vi: flat is the value
+ * of the samples whose innermost frame (the first line of the leaf
+ * location) is the function, cum the value of the samples with the
+ * function anywhere on the stack, counted once per sample. Rows are sorted
+ * by |flat| descending, then name, then |cum| descending. Returns 0, or -1
+ * with a message in err (a sample naming a location or function the
+ * profile lacks, as pprof refuses it). Free with pprofdec_top_free(). */
+int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
+                         pprofdec_top *out, char *err, size_t errlen);
+
+void pprofdec_top_free(pprofdec_top *t);
+
+/* Formats v, in unit, the way pprof's measurement.ScaledLabel does into
+ * to_unit ("auto" picks a unit per value, "minimum" is not accepted here;
+ * a canonical name such as "ms" or "MB" scales to it). */
+void pprofdec_format(char *out, size_t len, int64_t v, const char *unit,
+                     const char *to_unit);
+
+/* pprof's choice of one unit for a text report ("minimum"): the unit of the
+ * smallest nonzero row value, or one 100 times larger when the total needs
+ * a larger unit. Writes the canonical unit name into out ("" when the
+ * sample unit is not a known one). */
+void pprofdec_select_unit(char *out, size_t len, const pprofdec_top *t,
+                          size_t nrows, const char *unit);
+
+#endif
