@@ -301,7 +301,10 @@ bool cprof__block_weigh(int64_t d, int64_t rate, uint64_t rnd_value,
   return true;
 }
 
+/* Waits and unlocks inside cprof (its own locks, its own threads) are the
+ * profiler's business, not the program's: neither profile records them. */
 static void record_block(int64_t d, frame_ref at) {
+  if (cprof__guarded()) return;
   long long rate = atomic_load_explicit(&block_rate, memory_order_relaxed);
   cprof__agg *agg = atomic_load_explicit(&block_agg, memory_order_acquire);
   int64_t v[2];
@@ -311,6 +314,7 @@ static void record_block(int64_t d, frame_ref at) {
 
 /* Go's mutexevent: 1 in fraction events, each standing for fraction. */
 static void record_mutex(int64_t d, cprof__stack_id unlocker) {
+  if (cprof__guarded()) return;
   int frac = atomic_load_explicit(&mutex_fraction, memory_order_relaxed);
   cprof__agg *agg = atomic_load_explicit(&mutex_agg, memory_order_acquire);
   if (frac <= 0 || !agg) return;
@@ -375,7 +379,7 @@ static cprof__stack_id waiter_exit(int idx) {
  * unlocker's stack. */
 __attribute__((noinline)) static void note_unlock(uintptr_t key,
                                                   const void *frame) {
-  if (key == 0 || key >> 48) return;
+  if (key == 0 || key >> 48 || cprof__guarded()) return;
   size_t h = slot_hash(key);
   for (size_t i = 0; i < WAIT_PROBES; i++) {
     wait_slot *s = &wait_table[(h + i) & (WAIT_SLOTS - 1)];

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 
 #include "agg.h"
@@ -44,21 +45,30 @@ void cprof__threads_init(void) { pthread_once(&init_once, init_once_fn); }
 typedef struct thread_start {
   void *(*fn)(void *);
   void *arg;
+  bool cprof_thread; /* created by cprof's own code: guarded for life */
 } thread_start;
 
-static void thread_exiting(void *unused) {
-  (void)unused;
+static void thread_exiting(void *arg) {
+  const thread_start *start = arg;
+  cprof__guard_enter();
   cprof__cpu_thread_exiting();
   cprof__stack_unregister_thread();
+  cprof__guard_exit();
+  if (start->cprof_thread) cprof__guard_exit();
 }
 
 static void *cprof__thread_main(void *p) {
   thread_start start = *(thread_start *)p;
   cprof__free(p);
+  /* A thread created by cprof's own code (the HTTP server's connection
+   * threads, through libmicrohttpd) is cprof's: it is not profiled. */
+  if (start.cprof_thread) cprof__guard_enter();
+  cprof__guard_enter();
   cprof__stack_register_thread();
   cprof__cpu_thread_started();
+  cprof__guard_exit();
   void *ret;
-  pthread_cleanup_push(thread_exiting, NULL);
+  pthread_cleanup_push(thread_exiting, &start);
   ret = start.fn(start.arg);
   pthread_cleanup_pop(1);
   return ret;
@@ -78,16 +88,17 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   uintptr_t pcs[CPROF__STACK_BUF];
   size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 1);
 
+  bool cprof_thread = cprof__guarded();
   thread_start *start = cprof__malloc(sizeof *start);
   int rc;
   if (start) {
-    *start = (thread_start){fn, arg};
+    *start = (thread_start){fn, arg, cprof_thread};
     rc = real(thread, attr, cprof__thread_main, start);
     if (rc != 0) cprof__free(start);
   } else {
     rc = real(thread, attr, fn, arg);
   }
-  if (rc == 0 && creations) {
+  if (rc == 0 && creations && !cprof_thread) {
     const int64_t one = 1;
     cprof__agg_add(creations, cprof__stacktab_intern(pcs, n), 0, &one);
   }
@@ -95,16 +106,28 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   return rc;
 }
 
+static void *spawned_main(void *p) {
+  thread_start start = *(thread_start *)p;
+  cprof__free(p);
+  cprof__guard_enter();
+  cprof__stack_register_thread();
+  return start.fn(start.arg);
+}
+
 int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
                         const char *name) {
   cprof__threads_init();
   pthread_create_fn real = atomic_load(&real_create);
   if (!real) return EAGAIN;
+  thread_start *start = cprof__malloc(sizeof *start);
+  if (!start) return ENOMEM;
+  *start = (thread_start){fn, arg, true};
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = real(thread, NULL, fn, arg);
+  int rc = real(thread, NULL, spawned_main, start);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) cprof__free(start);
   if (rc == 0 && name) pthread_setname_np(*thread, name);
   return rc;
 }

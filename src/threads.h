@@ -20,7 +20,10 @@ CPROF__HIDDEN uintptr_t cprof__threads_start_function(void);
 
 /* Starts one of cprof's own threads: created directly (not counted in
  * threadcreate), named name, with every signal blocked so that no signal
- * meant for the application is ever handled on it. Returns 0 or an errno
+ * meant for the application is ever handled on it, and marked as profiler
+ * code for its whole life (cprof__guarded). Threads that cprof's code
+ * creates through pthread_create (libmicrohttpd's, while cprof is guarded)
+ * are marked the same way and not counted either. Returns 0 or an errno
  * value. Normal context. */
 CPROF__HIDDEN int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *),
                                       void *arg, const char *name);
