@@ -7,9 +7,12 @@ source "$(dirname "$0")/lib.bash"
 tsan_build "$CPROF_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
 cprof=$CPROF_BUILD/cprof
 prog=$CPROF_BUILD/test/progs/plain_worker
-# Under a sanitizer the preloaded library needs its runtime loaded first.
-export LD_PRELOAD
-LD_PRELOAD=$(preload_env "$prog" | sed 's#[^ ]*libcprof\.so##')
+# Under a sanitizer the preloaded library needs its runtime loaded first;
+# cprof run keeps it ahead of libcprof. Only cprof run gets it.
+rt=$(preload_env "$prog" | sed 's#[^ ]*libcprof\.so##')
+# Always run in the background ("crun ... &"): it execs, so that $! is
+# the program itself and a signal sent to it reaches the program.
+crun() { LD_PRELOAD="$rt" exec "$cprof" run "$@"; }
 
 wait_ready() { # FILE: waits until the program printed "ready"
   for _ in $(seq 100); do grep -q ready "$1" 2>/dev/null && return 0; sleep 0.05; done
@@ -17,7 +20,7 @@ wait_ready() { # FILE: waits until the program printed "ready"
 }
 
 # 1. SIGTERM: two blocks, two files, and the process died of SIGTERM.
-"$cprof" run --dump cpu,threadcreate --dump-out "$TMP/term.log" -- "$prog" 30 >"$TMP/out1" &
+crun --dump cpu,threadcreate --dump-out "$TMP/term.log" -- "$prog" 30 >"$TMP/out1" &
 pid=$!
 wait_ready "$TMP/out1"
 sleep 0.5
@@ -39,7 +42,7 @@ expect_match "$TMP/tc1.txt" ' main$' "the threadcreate dump names main"
 
 # 2. SIGUSR1 twice, then a normal exit: three dumps of each profile, and
 # CPU windows that follow one another without overlapping.
-"$cprof" run --dump cpu,threadcreate=debug=1 --dump-out "$TMP/usr1.log" -- "$prog" 2 >"$TMP/out2" &
+crun --dump cpu,threadcreate=debug=1 --dump-out "$TMP/usr1.log" -- "$prog" 2 >"$TMP/out2" &
 pid=$!
 wait_ready "$TMP/out2"
 sleep 0.5; kill -USR1 $pid
@@ -71,7 +74,7 @@ echo "ok: the three CPU windows do not overlap"
 checks=$((checks + 1))
 
 # 3. The program logs to stderr while it is dumped there.
-"$cprof" run --dump cpu,threadcreate -- "$prog" 1.5 1 >"$TMP/out3" 2>"$TMP/mixed.log" &
+crun --dump cpu,threadcreate -- "$prog" 1.5 1 >"$TMP/out3" 2>"$TMP/mixed.log" &
 pid=$!
 wait_ready "$TMP/out3"
 sleep 0.3; kill -USR1 $pid
