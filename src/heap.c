@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "env.h"
@@ -171,22 +172,24 @@ static _Atomic long heap_rate = CPROF__HEAP_DEFAULT_RATE;
 static __thread cprof__heap_sampler tls_sampler CPROF__TLS;
 static _Atomic uint64_t seed_counter;
 
-static uint64_t splitmix(uint64_t x) {
+NO_SAN static uint64_t splitmix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
 
-static uint64_t new_seed(const void *salt) {
+NO_SAN static uint64_t new_seed(const void *salt) {
   uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
-  uint64_t s = splitmix((uint64_t)cprof__mono_ns() ^ splitmix(n) ^
-                        (uint64_t)(uintptr_t)salt);
+  struct timespec ts = {0, 0};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  uint64_t s = splitmix(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
+                        splitmix(n) ^ (uint64_t)(uintptr_t)salt);
   return s ? s : 1;
 }
 
 /* xorshift64*: a few instructions, plenty for drawing intervals. */
-static uint64_t rng_next(uint64_t *s) {
+NO_SAN static uint64_t rng_next(uint64_t *s) {
   uint64_t x = *s;
   x ^= x >> 12;
   x ^= x << 25;
@@ -197,7 +200,7 @@ static uint64_t rng_next(uint64_t *s) {
 
 #define LN2 0.693147180559945309417232121458
 
-double cprof__heap_ln(double x) {
+NO_SAN double cprof__heap_ln(double x) {
   if (!(x > 0)) return -1e308;
   uint64_t bits;
   memcpy(&bits, &x, sizeof bits);
@@ -255,7 +258,7 @@ double cprof__heap_exp(double x) {
   return sum;
 }
 
-uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate) {
+NO_SAN uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate) {
   /* u is uniform on (0, 1]; -ln(u) * rate is exponential with that mean. */
   double u = (double)((rng_next(rng) >> 11) + 1) * 0x1p-53;
   double x = -cprof__heap_ln(u) * (double)rate;
@@ -265,7 +268,7 @@ uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate) {
   return c ? c : 1;
 }
 
-bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
+NO_SAN bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
                                  size_t n) {
   if (s->rng == 0) {
     /* The thread's first allocation: draw a real first interval, or every
@@ -298,6 +301,9 @@ bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
 extern char **environ;
 enum { RATE_UNREAD, RATE_READING, RATE_READ };
 static _Atomic int rate_state;
+/* Nothing is sampled before the module is set up (by a constructor): until
+ * then the runtime under us (a sanitizer's, say) may not be ready for
+ * anything but allocation. */
 static _Atomic bool ready;
 
 static void read_rate(void) {
@@ -314,12 +320,27 @@ static void read_rate(void) {
   atomic_store(&rate_state, RATE_READ);
 }
 
+#ifdef __SANITIZE_THREAD__
+/* TSan's runtime allocates (pthread_getattr_np) while it starts a thread,
+ * before that thread may run instrumented code such as record(). Under TSan
+ * the first few slow-path allocations of every thread but the main one are
+ * therefore never sampled. */
+#include <sys/syscall.h>
+#define TSAN_START_ALLOCS 16
+static __thread unsigned tsan_allocs CPROF__TLS;
+#endif
+
 NO_SAN static __attribute__((noinline)) bool countdown_expired(size_t n) {
-  /* Nothing is sampled before the module is set up (by cprof's
-   * constructors): until then the runtime under us may not be ready for
-   * anything but allocation. */
-  if (CPROF__UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
-    return false;
+#ifdef __SANITIZE_THREAD__
+  if (tsan_allocs < TSAN_START_ALLOCS) {
+    if (tsan_allocs == 0 && syscall(SYS_gettid) == getpid())
+      tsan_allocs = TSAN_START_ALLOCS; /* the main thread */
+    else {
+      tsan_allocs++;
+      return false;
+    }
+  }
+#endif
   if (CPROF__UNLIKELY(atomic_load_explicit(&rate_state, memory_order_acquire) !=
                       RATE_READ))
     read_rate();
@@ -331,6 +352,10 @@ NO_SAN static __attribute__((noinline)) bool countdown_expired(size_t n) {
 /* Whether the calling thread's allocation of n bytes is sampled. The
  * profiler's own allocations neither sample nor move the countdown. */
 NO_SAN static inline bool should_sample(size_t n) {
+  /* Before set-up nothing is sampled, and nothing instrumented (the guard
+   * lives in mem.c) may run: see countdown_expired(). */
+  if (CPROF__UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
+    return false;
   if (cprof__guarded()) return false;
   cprof__heap_sampler *s = &tls_sampler;
   if (CPROF__LIKELY(n < s->countdown)) {
@@ -842,8 +867,8 @@ static void init_once_fn(void) {
 void cprof__heap_init(void) { pthread_once(&init_once, init_once_fn); }
 
 /* This module's own constructor: a program linked with the static library
- * pulls in heap.o (for malloc) but not necessarily the library's
- * constructor. */
+ * always pulls in heap.o (it defines malloc) but not necessarily the
+ * library's constructor in init.c. */
 __attribute__((constructor)) static void heap_constructor(void) {
   cprof__heap_init();
 }

@@ -19,7 +19,13 @@ static __thread volatile int guard_depth CPROF__TLS;
 
 void cprof__guard_enter(void) { guard_depth++; }
 void cprof__guard_exit(void) { guard_depth--; }
-bool cprof__guarded(void) { return guard_depth > 0; }
+/* Uninstrumented: the heap sampler's malloc calls it wherever the
+ * application allocates, including where a sanitizer runtime is not ready
+ * to see instrumented code (a thread it is still starting). */
+__attribute__((no_sanitize("address", "thread", "undefined"))) bool
+cprof__guarded(void) {
+  return guard_depth > 0;
+}
 
 void *cprof__malloc(size_t n) {
   cprof__guard_enter();
