@@ -41,12 +41,15 @@ curl -sS -m 30 -o "$TMP/c/heap.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/heap" 
 curl -sS -m 30 -o "$TMP/c/goroutine.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/goroutine" || fail "goroutine profile"
 ok "cprof wrote cpu, heap and goroutine profiles"
 
-# --- cprof top == go tool pprof -top, for every sample type
+# --- cprof top == go tool pprof -top, for every sample type. pprof is told
+# not to symbolize: cprof top shows the profile's own names, while pprof
+# would look up the binaries of any mapping the profile left unsymbolized
+# (a sanitizer runtime's, say) on this machine.
 compare() {
   local file=$1
   shift
   "$cprof" top "$@" "$file" >"$TMP/ours.txt" 2>&1 || { cat "$TMP/ours.txt"; fail "cprof top $* $file"; }
-  pprof -top "$@" "$file" >"$TMP/theirs.txt"
+  pprof -symbolize=none -top "$@" "$file" >"$TMP/theirs.txt"
   diff "$TMP/theirs.txt" "$TMP/ours.txt" >"$TMP/diff.txt" || { cat "$TMP/diff.txt"; fail "cprof top $* differs from go tool pprof -top on $file"; }
   ok "cprof top $* = go tool pprof -top on ${file#"$TMP"/} ($(grep -cE '^ +[-0-9.]' "$TMP/ours.txt") rows)"
 }

@@ -25,8 +25,8 @@
 
 #include "cprof.h"
 
-static volatile uint64_t sink;
-static volatile int errno_broken;
+static __thread volatile uint64_t sink; /* per thread: no race */
+static _Atomic int errno_broken;
 
 static double cpu_now(void) {
   struct timespec ts;

@@ -7,7 +7,7 @@
 
 #include "cprof.h"
 
-static volatile unsigned long sink;
+static thread_local volatile unsigned long sink;  // per thread: no race
 
 __attribute__((noinline)) static void level3(int i) {
   for (int k = 0; k < 200; k++) sink = sink * 31 + static_cast<unsigned>(k);
