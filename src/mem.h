@@ -23,8 +23,16 @@ CPROF__HIDDEN char *cprof__strdup(const char *s);
 /* Marks the calling thread as running profiler code; nests. */
 CPROF__HIDDEN void cprof__guard_enter(void);
 CPROF__HIDDEN void cprof__guard_exit(void);
-/* True while the calling thread runs profiler code. Signal-safe. */
-CPROF__HIDDEN bool cprof__guarded(void);
+/* The guard's depth on this thread (mem.c). volatile: the allocator cannot
+ * see that cprof's malloc reads it, and gcc would otherwise drop the
+ * increments around a call to malloc as dead stores. */
+CPROF__HIDDEN extern __thread volatile int cprof__guard_depth CPROF__TLS;
+
+/* True while the calling thread runs profiler code. Signal-safe. Inline,
+ * since the heap sampler's malloc checks it on every allocation; one
+ * initial-exec TLS load, which is safe even where a sanitizer has not set
+ * the thread up yet (the sampler's callers are uninstrumented). */
+static inline bool cprof__guarded(void) { return cprof__guard_depth > 0; }
 
 /* Appends to a caller's buffer; returns 0 or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__buf_append(cprof_buf *b, const void *data, size_t n);
