@@ -776,17 +776,12 @@ static int write_text(bool is_mutex, const cprof__record *v, size_t len,
                             atomic_load(&mutex_fraction));
   cprof__text_begin();
   for (size_t i = 0; !err && i < len; i++) {
-    const uintptr_t *pcs;
-    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
     err = cprof__buf_printf(&out, "%lld %lld", (long long)v[i].v[1],
                             (long long)(v[i].v[0] / CPROF__CONTENTION_UNIT));
-    if (!err) err = cprof__text_stack(&out, pcs, n);
-    if (!err) err = cprof__buf_printf(&out, "\n");
+    if (!err) err = cprof__text_record(&out, v[i].sid);
   }
   cprof__text_end();
-  if (!err) err = sink->write(sink->ctx, out.data, out.len);
-  cprof_buf_free(&out);
-  return err;
+  return cprof__text_flush(&out, err, sink);
 }
 
 static int write_pprof(const cprof__agg *agg, const cprof__record *v,

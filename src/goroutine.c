@@ -450,18 +450,6 @@ static long goroutine_entries(void) {
   return (long)n;
 }
 
-/* Where a stack stops being the application's: below cprof's thread
- * trampoline, as in profile.c's writers. Symbolizer lock held. */
-static size_t visible_depth(const uintptr_t *pcs, size_t n) {
-  uintptr_t tramp = cprof__threads_start_function();
-  for (size_t i = 1; i < n; i++) {
-    const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
-    if (r && r->nframes > 0 && r->frames[r->nframes - 1].start == tramp)
-      return i;
-  }
-  return n;
-}
-
 /* One frame as a Go traceback prints it: "func(...)" then
  * "\tfile:line +0xoff", the offset on the outermost (physical) frame. */
 static int write_frame(cprof_buf *out, uintptr_t pc) {
@@ -509,14 +497,12 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
                             name);
     const uintptr_t *pcs;
     size_t n = cprof__stacktab_get(r->sid, &pcs);
-    n = visible_depth(pcs, n);
+    n = cprof__visible_depth(pcs, n);
     for (size_t k = 0; !err && k < n; k++) err = write_frame(&out, pcs[k]);
     if (!err) err = cprof__buf_printf(&out, "\n");
   }
   cprof__text_end();
-  if (!err) err = sink->write(sink->ctx, out.data, out.len);
-  cprof_buf_free(&out);
-  return err;
+  return cprof__text_flush(&out, err, sink);
 }
 
 static int goroutine_write(const cprof__records *recs, int debug,

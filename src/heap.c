@@ -945,20 +945,15 @@ static int write_text(const cprof__records *recs, const cprof_sink *sink) {
       (long long)alloc_bytes, 2 * (long long)atomic_load(&heap_rate));
   cprof__text_begin();
   for (size_t i = 0; !err && i < recs->len; i++) {
-    const uintptr_t *pcs;
-    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
     err = cprof__buf_printf(&out, "%lld: %lld [%lld: %lld]",
                             (long long)v[i].v[2], (long long)v[i].v[3],
                             (long long)v[i].v[0], (long long)v[i].v[1]);
-    if (!err) err = cprof__text_stack(&out, pcs, n);
-    if (!err) err = cprof__buf_printf(&out, "\n");
+    if (!err) err = cprof__text_record(&out, v[i].sid);
   }
   cprof__text_end();
   if (!err) err = write_trailer(&out);
-  if (!err) err = sink->write(sink->ctx, out.data, out.len);
-  cprof_buf_free(&out);
   cprof__free(v);
-  return err;
+  return cprof__text_flush(&out, err, sink);
 }
 
 static const cprof__value_type heap_types[] = {

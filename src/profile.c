@@ -127,7 +127,7 @@ void cprof__prof_drop_comment(cprof__prof *p, const cprof__agg *agg) {
 /* Threads created while cprof is loaded start in its trampoline; a stack
  * ends below it, as Go's stacks end at the goroutine's function, so the
  * trampoline and libc's thread start are not shown. */
-static size_t visible_depth(const uintptr_t *pcs, size_t npcs) {
+size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs) {
   uintptr_t tramp = cprof__threads_start_function();
   for (size_t i = 1; i < npcs; i++) {
     const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
@@ -140,7 +140,7 @@ static size_t visible_depth(const uintptr_t *pcs, size_t npcs) {
 void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
                         const int64_t *values,
                         const cprof__pprof_label *labels, size_t nlabels) {
-  npcs = visible_depth(pcs, npcs);
+  npcs = cprof__visible_depth(pcs, npcs);
   if (npcs > p->loc_cap) {
     uint64_t *ids = cprof__realloc(p->loc_ids, npcs * sizeof *ids);
     if (!ids) {
@@ -192,7 +192,7 @@ void cprof__text_begin(void) {
 void cprof__text_end(void) { cprof__sym_unlock(); }
 
 int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
-  npcs = visible_depth(pcs, npcs);
+  npcs = cprof__visible_depth(pcs, npcs);
   int err = cprof__buf_printf(out, " @");
   for (size_t i = 0; !err && i < npcs; i++)
     err = cprof__buf_printf(out, " %#llx", (unsigned long long)pcs[i]);
@@ -216,6 +216,19 @@ int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
                               fr->file, fr->line);
     }
   }
+  return err;
+}
+
+int cprof__text_record(cprof_buf *out, cprof__stack_id sid) {
+  const uintptr_t *pcs;
+  size_t n = cprof__stacktab_get(sid, &pcs);
+  int err = cprof__text_stack(out, pcs, n);
+  return err ? err : cprof__buf_printf(out, "\n");
+}
+
+int cprof__text_flush(cprof_buf *out, int err, const cprof_sink *sink) {
+  if (!err) err = sink->write(sink->ctx, out->data, out->len);
+  cprof_buf_free(out);
   return err;
 }
 
@@ -260,16 +273,11 @@ static int write_count_text(const char *name, const count_entry *v,
                               (long long)total);
   cprof__text_begin();
   for (size_t i = 0; !err && i < len; i++) {
-    const uintptr_t *pcs;
-    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
     err = cprof__buf_printf(&out, "%lld", (long long)v[i].count);
-    if (!err) err = cprof__text_stack(&out, pcs, n);
-    if (!err) err = cprof__buf_printf(&out, "\n");
+    if (!err) err = cprof__text_record(&out, v[i].sid);
   }
   cprof__text_end();
-  if (!err) err = sink->write(sink->ctx, out.data, out.len);
-  cprof_buf_free(&out);
-  return err;
+  return cprof__text_flush(&out, err, sink);
 }
 
 static int write_count_pprof(const char *name, const count_entry *v,

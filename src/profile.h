@@ -62,6 +62,21 @@ CPROF__HIDDEN void cprof__text_end(void);
 CPROF__HIDDEN int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs,
                                     size_t npcs);
 
+/* Appends one record's stack (" @ 0x.. 0x..", its frame lines) and the
+ * blank line that ends a record in Go's text; the caller has written the
+ * record's values. Between text_begin and text_end. */
+CPROF__HIDDEN int cprof__text_record(cprof_buf *out, cprof__stack_id sid);
+
+/* Finishes a text profile: when err is 0, sends out to sink. Frees out;
+ * returns the first error. */
+CPROF__HIDDEN int cprof__text_flush(cprof_buf *out, int err,
+                                    const cprof_sink *sink);
+
+/* How many of a stack's frames are shown: a stack ends below cprof's
+ * thread trampoline (and libc's thread start under it), as Go's end at the
+ * goroutine's function. Symbolizer lock held. */
+CPROF__HIDDEN size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs);
+
 /* The drop comment every profile carries: what the stack table and the
  * profile's own table lost. */
 CPROF__HIDDEN void cprof__prof_drop_comment(cprof__prof *p,
