@@ -50,10 +50,15 @@ __attribute__((noinline)) static void burn_beta(uint64_t n) {
  * checks that errno is never changed under it by a signal handler. */
 static void burn(double cpu_seconds) {
   double end = cpu_now() + cpu_seconds;
+  unsigned r = (unsigned)(uintptr_t)&end;
   while (cpu_now() < end) {
+    /* Irregular lengths, 2:1 on average, so the loop's period cannot fall
+     * in step with the kernel tick that delivers CPU timer signals. */
+    r = r * 1103515245u + 12345u;
+    uint64_t n = 100000 + (r >> 8) % 100000;
     errno = 4242;
-    burn_alpha(200000);
-    burn_beta(100000);
+    burn_alpha(2 * n);
+    burn_beta(n);
     if (errno != 4242) errno_broken = 1;
   }
 }
