@@ -24,6 +24,7 @@ test: deps
 	@scripts/test.sh
 
 bench: build
+	@scripts/deps.sh bench
 	@scripts/bench.sh $(BUILD)
 
 # The stress suite for a minute under ASan+UBSan and under TSan.

@@ -17,6 +17,11 @@ packages=(
   wrk                                # the endpoint's load figure (bench/http_load.sh)
 )
 
+# `deps.sh bench` adds the profilers the benchmarks compare cprof with.
+if [ "${1:-}" = bench ]; then
+  packages+=(libgoogle-perftools4 libjemalloc2 heaptrack linux-perf)
+fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
