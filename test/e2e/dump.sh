@@ -22,6 +22,7 @@ wait_ready() { # FILE: waits until the program printed "ready"
 # 1. SIGTERM: two blocks, two files, and the process died of SIGTERM.
 crun --dump cpu,threadcreate --dump-out "$TMP/term.log" -- "$prog" 30 >"$TMP/out1" &
 pid=$!
+track $pid
 wait_ready "$TMP/out1"
 sleep 0.5
 kill -TERM $pid

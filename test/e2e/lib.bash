@@ -7,7 +7,11 @@ TMP=$(mktemp -d "$CPROF_TEST_TMP/$(basename "$0" .sh).XXXXXX")
 export PPROF_TMPDIR="$TMP/pprof"
 export HOME="${HOME:-$TMP}"
 mkdir -p "$PPROF_TMPDIR"
-trap 'rm -rf "$TMP"' EXIT
+# Background processes a test starts are killed when it ends, however it
+# ends: track PID registers one.
+tracked=()
+track() { tracked+=("$1"); }
+trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"' EXIT
 checks=0
 
 fail() {

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.bash"
 server=$CPROF_BUILD/examples/admin-server
 "$server" >"$TMP/port" &
 spid=$!
-trap 'kill $spid 2>/dev/null; rm -rf "$TMP"' EXIT
+track $spid
 for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 port=$(head -1 "$TMP/port")
 

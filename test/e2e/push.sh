@@ -13,6 +13,7 @@ start_receiver() { # DIR MODE: starts it, sets $rpid and $port
   mkdir -p "$1"
   python3 "$receiver" "$1" "$2" >"$1/port" &
   rpid=$!
+  track $rpid
   for _ in $(seq 100); do [ -s "$1/port" ] && break; sleep 0.05; done
   port=$(head -1 "$1/port")
   [ -n "$port" ] || fail "the receiver did not start"

@@ -10,6 +10,7 @@ prog=$CPROF_BUILD/test/progs/stress
 export CPROF_DUMP_OUT=$TMP/dumps.log
 "$prog" "$secs" 8 "$TMP/port" >"$TMP/out.txt" 2>"$TMP/err.txt" &
 pid=$!
+track $pid
 for _ in $(seq 200); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 port=$(head -1 "$TMP/port")
 [ -n "$port" ] || { cat "$TMP/err.txt"; fail "the stress program did not start"; }
