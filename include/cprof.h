@@ -365,8 +365,9 @@ typedef struct cprof_push_stats {
  * Thread-safe. */
 CPROF_EXPORT int cprof_push_start(const cprof_push_config *cfg,
                                   cprof_push **out);
-/* Stops pushing: the current window is not uploaded, waiting uploads are
- * abandoned, threads are joined. Thread-safe; once per pusher. */
+/* Stops pushing: the current window is not uploaded, waiting uploads and
+ * a request in flight are abandoned (a stalled backend never delays the
+ * program's exit), threads are joined. Thread-safe; once per pusher. */
 CPROF_EXPORT int cprof_push_stop(cprof_push *p);
 CPROF_EXPORT void cprof_push_get_stats(const cprof_push *p,
                                        cprof_push_stats *out);

@@ -68,6 +68,7 @@ struct cprof_push {
   push_job *queue;
   size_t qcap, qhead, qlen;
   bool stopping;
+  atomic_bool abort_uploads; /* stop: end a request in flight at once */
   pthread_t collector, uploader;
   bool collector_started, uploader_started;
 
@@ -287,6 +288,17 @@ static void *collector_main(void *arg) {
   return NULL;
 }
 
+/* Ends a request in flight when the pusher stops, so stopping (at exit,
+ * say) never waits for a slow or stalled backend. */
+static int abort_on_stop(void *ctx, curl_off_t dltotal, curl_off_t dlnow,
+                         curl_off_t ultotal, curl_off_t ulnow) {
+  (void)dltotal;
+  (void)dlnow;
+  (void)ultotal;
+  (void)ulnow;
+  return atomic_load(&((cprof_push *)ctx)->abort_uploads) ? 1 : 0;
+}
+
 static size_t discard_body(char *ptr, size_t size, size_t n, void *ctx) {
   (void)ptr;
   (void)ctx;
@@ -328,6 +340,9 @@ static long post(cprof_push *p, CURL *curl, const push_job *j) {
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)p->timeout);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
   curl_easy_setopt(curl, CURLOPT_USERAGENT, "cprof");
+  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
+  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, p);
   if (p->basic_auth) {
     curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
     curl_easy_setopt(curl, CURLOPT_USERPWD, p->basic_auth);
@@ -365,7 +380,11 @@ static void *uploader_main(void *arg) {
 
     long status = 0;
     for (int attempt = 1; curl && attempt <= MAX_ATTEMPTS; attempt++) {
-      status = post(p, curl, &job);
+      long got = post(p, curl, &job);
+      /* A request abandoned because the pusher is stopping says nothing
+       * about the backend: the last real answer stands. */
+      if (got == 0 && atomic_load(&p->abort_uploads)) break;
+      status = got;
       /* Retry what may pass later: no answer, a timeout, rate limiting and
        * server errors. Other client errors will not change. */
       bool retry = status == 0 || status == 408 || status == 429 ||
@@ -386,10 +405,13 @@ static void *uploader_main(void *arg) {
     } else {
       uint64_t failures = atomic_fetch_add(&p->failed, 1);
       /* One line for the first failure and every hundredth after it. */
-      if (failures % 100 == 0)
-        push_log(p, "upload of %s to %s failed (%s%ld); %llu failed so far",
-                 job.kind, p->safe_url, status ? "HTTP " : "no answer",
-                 status, (unsigned long long)failures + 1);
+      if (failures % 100 == 0) {
+        char why[32] = "no answer";
+        if (status) snprintf(why, sizeof why, "HTTP %ld", status);
+        push_log(p, "upload of %s to %s failed (%s); %llu failed so far",
+                 job.kind, p->safe_url, why,
+                 (unsigned long long)failures + 1);
+      }
     }
     cprof_buf_free(&job.data);
   }
@@ -541,6 +563,7 @@ int cprof_push_stop(cprof_push *p) {
   if (!p) return CPROF_EINVAL;
   pthread_mutex_lock(&p->lock);
   p->stopping = true;
+  atomic_store(&p->abort_uploads, true);
   pthread_cond_broadcast(&p->cond);
   pthread_mutex_unlock(&p->lock);
   if (p->collector_started) pthread_join(p->collector, NULL);

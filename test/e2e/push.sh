@@ -70,6 +70,18 @@ expect_match "$TMP/bad.err" 'push: upload of .* to http://127\.0\.0\.1:[0-9]+ fa
 echo "ok: with every upload failing, the 3 s program took ${elapsed_ms} ms"
 checks=$((checks + 1))
 
+# A backend that accepts the connection and never answers: exit is not
+# held up by the request in flight.
+start_receiver "$TMP/stall" stall
+t0=$(date +%s%N)
+CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 \
+  LD_PRELOAD=$(preload_env "$prog") "$prog" 2.5 >/dev/null 2>&1
+t1=$(date +%s%N)
+elapsed_ms=$(( (t1 - t0) / 1000000 ))
+[ "$elapsed_ms" -lt 5000 ] || fail "a stalled backend held the program up: ${elapsed_ms} ms for a 2.5 s run"
+echo "ok: with the backend stalled, the 2.5 s program took ${elapsed_ms} ms"
+checks=$((checks + 1))
+
 # Bad settings: one line, and the program runs unprofiled.
 CPROF_PUSH_URL="ftp://example" LD_PRELOAD=$(preload_env "$prog") "$prog" 0.1 >/dev/null 2>"$TMP/badurl.err"
 expect_match "$TMP/badurl.err" '^cprof: CPROF_PUSH_\*: url must start with http:// or https://; pushing disabled$' "a bad URL is refused in one line"
