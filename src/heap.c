@@ -424,7 +424,7 @@ static _Alignas(64) _Atomic uint64_t live_count;
 static _Atomic uint64_t untracked;
 static _Atomic(cprof__agg *) samples;
 
-static inline uint64_t addr_hash(const void *p) {
+NO_SAN static inline uint64_t addr_hash(const void *p) {
   return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
 }
 
@@ -433,7 +433,7 @@ NO_SAN static inline bool maybe_sampled(const void *p) {
   return LOAD(filter[addr_hash(p) >> (64 - FILTER_BITS)]) != 0;
 }
 
-static void filter_add(const void *p, int delta) {
+NO_SAN static void filter_add(const void *p, int delta) {
   _Atomic uint8_t *f = &filter[addr_hash(p) >> (64 - FILTER_BITS)];
   uint8_t cur = LOAD(*f);
   for (;;) {
@@ -484,7 +484,11 @@ static bool live_insert(void *p, cprof__stack_id sid, size_t size) {
 
 /* Removes p from the live set; false when it was not sampled. Only the
  * owner of p looks it up, after its insert, so a plain scan suffices. */
-static bool live_remove(const void *p, cprof__stack_id *sid, size_t *size) {
+/* NO_SAN, like forget: TSan's own thread start frees memory through this
+ * allocator before the thread is set up for instrumented code, and a
+ * pointer the filter cannot rule out gets here. */
+NO_SAN static bool live_remove(const void *p, cprof__stack_id *sid,
+                               size_t *size) {
   if (!p) return false;
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
@@ -617,7 +621,7 @@ static __attribute__((noinline)) void record(void *p, size_t n) {
 }
 
 /* Forgets a sampled object being freed. */
-static __attribute__((noinline)) void forget(const void *p) {
+NO_SAN static __attribute__((noinline)) void forget(const void *p) {
   cprof__stack_id sid;
   size_t size;
   if (live_remove(p, &sid, &size)) inuse_add(sid, size, -1);

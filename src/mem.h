@@ -30,9 +30,12 @@ CPROF__HIDDEN extern __thread volatile int cprof__guard_depth CPROF__TLS;
 
 /* True while the calling thread runs profiler code. Signal-safe. Inline,
  * since the heap sampler's malloc checks it on every allocation; one
- * initial-exec TLS load, which is safe even where a sanitizer has not set
- * the thread up yet (the sampler's callers are uninstrumented). */
-static inline bool cprof__guarded(void) { return cprof__guard_depth > 0; }
+ * initial-exec TLS load, never instrumented (even unoptimised), since it
+ * runs where a sanitizer has not set the thread up yet. */
+__attribute__((always_inline, no_sanitize("address", "thread", "undefined")))
+static inline bool cprof__guarded(void) {
+  return cprof__guard_depth > 0;
+}
 
 /* Appends to a caller's buffer; returns 0 or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__buf_append(cprof_buf *b, const void *data, size_t n);
