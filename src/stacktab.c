@@ -95,6 +95,11 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   return 0;
 }
 
+void cprof__stacktab_reset_for_tests(void) {
+  table *t = atomic_exchange(&the_table, NULL);
+  if (t) munmap(t, t->map_len);
+}
+
 int cprof__stacktab_init(void) {
   return cprof__stacktab_init_sized(CPROF__STACKTAB_SLOTS,
                                     CPROF__STACKTAB_FRAMES);

@@ -30,6 +30,11 @@ CPROF__HIDDEN int cprof__stacktab_init(void);
  * CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__stacktab_init_sized(size_t slots, size_t frames);
 
+/* A test seam: drops the table, so a test (in a forked, single-threaded
+ * child) can make one of another size or see the uninitialised state. Never
+ * called by the library; unsafe while anything may intern. */
+CPROF__HIDDEN void cprof__stacktab_reset_for_tests(void);
+
 /* Interns a stack of n pcs (n <= CPROF__STACK_BUF). Returns its id, or
  * CPROF__STACK_OVERFLOW when the table is full or not initialised.
  * Async-signal-safe and lock-free; preserves errno. Two racing inserts of
