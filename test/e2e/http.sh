@@ -8,29 +8,7 @@
 # Chromium (skipped when chromium is not installed).
 source "$(dirname "$0")/lib.bash"
 prog=$CPROF_BUILD/test/progs/http_server
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
 
-# start_server NAME ARGS...: runs the test program in the background and
-# sets PORT (0 for a unix socket) and PID; its stderr goes to $TMP/NAME.log.
-start_server() {
-  local name=$1
-  shift
-  "$prog" "$@" >"$TMP/$name.port" 2>"$TMP/$name.log" &
-  PID=$!
-  pids+=("$PID")
-  for _ in $(seq 100); do
-    [ -s "$TMP/$name.port" ] && break
-    sleep 0.05
-  done
-  PORT=$(head -1 "$TMP/$name.port")
-  [ -n "$PORT" ] || { cat "$TMP/$name.log"; fail "$name did not start"; }
-}
 
 # stop_server PID NAME: SIGTERM, the program stops the server and exits 0.
 stop_server() {
@@ -293,5 +271,4 @@ fi
 st=$(get "$B/")
 expect_status 200 "$st" "the server still serves the index afterwards"
 stop_server "$MAIN" main
-pids=()
 finish

@@ -11,7 +11,7 @@ mkdir -p "$PPROF_TMPDIR"
 # ends: track PID registers one.
 tracked=()
 track() { tracked+=("$1"); }
-trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$TMP"' EXIT
+trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
 checks=0
 
 fail() {
@@ -54,6 +54,23 @@ preload_env() {
   local rt
   rt=$(ldd "$1" | awk '/lib(a|ub|t)san/ {print $3}' | tr '\n' ' ')
   echo "${rt}$CPROF_BUILD/libcprof.so"
+}
+
+# start_server NAME ARGS...: runs test/progs/http_server in the
+# background (tracked) and sets PORT (0 for a unix socket) and PID; its
+# stderr goes to $TMP/NAME.log.
+start_server() {
+  local name=$1
+  shift
+  "$CPROF_BUILD/test/progs/http_server" "$@" >"$TMP/$name.port" 2>"$TMP/$name.log" &
+  PID=$!
+  track "$PID"
+  for _ in $(seq 100); do
+    [ -s "$TMP/$name.port" ] && break
+    sleep 0.05
+  done
+  PORT=$(head -1 "$TMP/$name.port")
+  [ -n "$PORT" ] || { cat "$TMP/$name.log"; fail "$name did not start"; }
 }
 
 # True when PROG was built with ThreadSanitizer. TSan's pthread_create

@@ -11,27 +11,7 @@ source "$(dirname "$0")/lib.bash"
 prog=$CPROF_BUILD/test/progs/http_server
 cdp=(node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js")
 check=(python3 "$CPROF_SRC/test/ui/check.py")
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
 
-start_server() {
-  local name=$1
-  shift
-  "$prog" "$@" >"$TMP/$name.port" 2>"$TMP/$name.log" &
-  PID=$!
-  pids+=("$PID")
-  for _ in $(seq 100); do
-    [ -s "$TMP/$name.port" ] && break
-    sleep 0.05
-  done
-  PORT=$(head -1 "$TMP/$name.port")
-  [ -n "$PORT" ] || { cat "$TMP/$name.log"; fail "$name did not start"; }
-}
 
 get() {
   local url=$1

@@ -14,13 +14,6 @@ ok() {
   checks=$((checks + 1))
   echo "ok: $*"
 }
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
 
 # --- profiles written by Go: a tiny program, built offline
 export GOCACHE=$TMP/gocache GOPATH=$TMP/gopath GO111MODULE=off GOFLAGS= GOPROXY=off
@@ -33,7 +26,7 @@ ok "Go wrote $(ls "$TMP/go" | tr '\n' ' ')"
 
 # --- profiles written by cprof
 "$CPROF_BUILD/test/progs/http_server" >"$TMP/port" 2>"$TMP/server.log" &
-pids+=($!)
+track $!
 for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 PORT=$(head -1 "$TMP/port")
 [ -n "$PORT" ] || fail "http_server did not start"
