@@ -51,7 +51,8 @@ stage_asan() {
   echo "== stage: ASan + UBSan"
   configure_build build-asan -DCMAKE_BUILD_TYPE=Debug \
     -DCPROF_SANITIZE=address,undefined
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  LSAN_OPTIONS=suppressions=$PWD/test/lsan.supp \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest build-asan
 }
 

@@ -17,7 +17,7 @@ echo "ok: debug=2 has $n thread blocks"
 expect_match "$d2" '^goroutine [0-9]+ \[(running|sleeping), name=spinner\]:$' "header with state and name"
 expect_match "$d2" $'^\t/.*threads_dump\\.c:[0-9]+ \\+0x[0-9a-f]+$' "file:line +0xoff lines"
 tsan=0
-ldd "$prog" | grep -q libtsan && tsan=1
+tsan_build "$prog" && tsan=1
 if [ "$tsan" = 1 ]; then
   # ThreadSanitizer defers asynchronous signals to its next interceptor, so
   # a thread answers from wherever that is, not from where it waits.

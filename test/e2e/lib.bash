@@ -78,7 +78,13 @@ start_server() {
 # cprof preloaded after libtsan, cprof's thread trampoline would run first,
 # so preloaded runs are skipped in the TSan build (linked runs cover it).
 tsan_build() {
-  ldd "$1" | grep -q libtsan
+  [[ $(ldd "$1") == *libtsan* ]]
+}
+
+# True when PROG was built with any sanitizer. (Not "ldd | grep -q": with
+# pipefail, grep's early exit makes the pipeline fail when it matches.)
+sanitized_build() {
+  [[ $(ldd "$1") == *lib[at]san* ]]
 }
 
 # Ends the test early, successfully, saying why.

@@ -44,7 +44,7 @@ expect_match "$TMP/cpu.txt" '^Duration: 2' "the CPU profile covers the 2 seconds
 status=$(ask 'PROFILEZ heap 0' "$TMP/heap.pb.gz")
 case $status in "OK "*) ;; *) fail "heap: $status" ;; esac
 pprof -sample_index=inuse_space -top "$TMP/heap.pb.gz" >"$TMP/heap.txt"
-if ldd "$server" | grep -q 'lib[at]san'; then
+if sanitized_build "$server"; then
   # The sanitizer's malloc comes before the shared libcprof's in symbol
   # lookup, so a sanitized program linked with -lcprof has no heap samples.
   expect_match "$TMP/heap.txt" '^Type: inuse_space$' "heap through profilez (sanitizer build: no samples expected)"
