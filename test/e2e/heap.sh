@@ -94,13 +94,13 @@ fi
 # C++: operator new's caller is on the stack. Sanitizers bring their own
 # operator new, which does not go through malloc.
 cxx=$CPROF_BUILD/test/progs/heap_cxx
-if ! ldd "$cxx" | grep -Eq 'lib(a|t)san'; then
+if ! sanitized_build "$cxx"; then
   CPROF_HEAP_RATE=1 "$cxx" "$TMP/cxx.pb.gz"
   pprof -sample_index=inuse_space -top -lines "$TMP/cxx.pb.gz" >"$TMP/cxx.txt"
   expect_match "$TMP/cxx.txt" 'make_nodes\(int\) .*heap_cxx\.cc:[0-9]+$' "C++: make_nodes with file:line"
   pprof -sample_index=inuse_space -traces "$TMP/cxx.pb.gz" >"$TMP/cxx_traces.txt"
   expect_match "$TMP/cxx_traces.txt" '^ +1(\.0[0-9])?MB +operator new\(unsigned long\)$' "C++: 1 MB live under operator new"
-  if grep -A1 'operator new(unsigned long)$' "$TMP/cxx_traces.txt" | grep -q 'make_nodes'; then
+  if grep -A1 'operator new(unsigned long)$' "$TMP/cxx_traces.txt" | grep 'make_nodes' >/dev/null; then
     checks=$((checks + 1))
     echo "ok: C++: make_nodes directly under operator new"
   else

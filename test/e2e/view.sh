@@ -83,8 +83,8 @@ for f in truncated.pb.gz garbage; do
 done
 "$cprof" top -sample_index=nosuch "$TMP/go/heap.pb.gz" >"$TMP/out.txt" 2>&1 && fail "an unknown sample type was accepted"
 expect_match "$TMP/out.txt" "no sample type 'nosuch' \\(it has: alloc_objects alloc_space inuse_objects inuse_space\\)" "an unknown sample type is refused, naming the ones there are"
-"$cprof" view --help | grep -q '^SYNOPSIS' || fail "cprof view --help"
-"$cprof" top --help | grep -q '^SYNOPSIS' || fail "cprof top --help"
+"$cprof" view --help | grep '^SYNOPSIS' >/dev/null || fail "cprof view --help"
+"$cprof" top --help | grep '^SYNOPSIS' >/dev/null || fail "cprof top --help"
 ok "view and top have man-page style --help"
 
 # --- cprof view: standalone pages
