@@ -773,8 +773,10 @@ NO_SAN CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
 
 /* aligned_alloc and memalign share their checks with the allocator
  * underneath: it decides which alignments are bad. */
-NO_SAN CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
-  memalign_fn f = REAL(real_aligned_alloc);
+/* Their one body, always inlined, so the sampled stack still starts at the
+ * application's call site. */
+NO_SAN static inline __attribute__((always_inline)) void *
+aligned_common(memalign_fn f, size_t align, size_t n) {
   if (CPROF__UNLIKELY(!f)) {
     if (!valid_alignment(align)) {
       errno = EINVAL;
@@ -787,18 +789,12 @@ NO_SAN CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
   return p;
 }
 
+NO_SAN CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
+  return aligned_common(REAL(real_aligned_alloc), align, n);
+}
+
 NO_SAN CPROF_EXPORT void *memalign(size_t align, size_t n) {
-  memalign_fn f = REAL(real_memalign);
-  if (CPROF__UNLIKELY(!f)) {
-    if (!valid_alignment(align)) {
-      errno = EINVAL;
-      return NULL;
-    }
-    return arena_alloc(align, n);
-  }
-  void *p = f(align, n);
-  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
-  return p;
+  return aligned_common(REAL(real_memalign), align, n);
 }
 
 NO_SAN CPROF_EXPORT void *valloc(size_t n) {
