@@ -47,6 +47,14 @@
  * still initialising, before its shadow memory exists. */
 #define NO_SAN __attribute__((no_sanitize("address", "thread", "undefined")))
 
+/* Every function that can stand between the application's call and
+ * record() lives in one section, so that record() can leave exactly those
+ * frames out of a sampled stack, however the compiler arranged the calls
+ * (a tail call at -O2, a frame of its own at -O0). */
+#define ALLOC_TEXT __attribute__((section("cprof_alloc_text")))
+CPROF__HIDDEN extern const char __start_cprof_alloc_text[];
+CPROF__HIDDEN extern const char __stop_cprof_alloc_text[];
+
 typedef void *(*malloc_fn)(size_t);
 typedef void (*free_fn)(void *);
 typedef void *(*calloc_fn)(size_t, size_t);
@@ -55,9 +63,13 @@ typedef int (*posix_memalign_fn)(void **, size_t, size_t);
 typedef void *(*memalign_fn)(size_t, size_t);
 typedef size_t (*usable_size_fn)(void *);
 
-/* The allocator underneath, found once by dlsym(RTLD_NEXT). */
-static _Atomic(malloc_fn) real_malloc;
-static _Atomic(free_fn) real_free;
+/* The allocator underneath, found once by dlsym(RTLD_NEXT). malloc and
+ * free start out pointing at bootstrap functions rather than null, so that
+ * their fast paths can call through without a check. */
+static void *bootstrap_malloc(size_t n);
+static void bootstrap_free(void *p);
+static _Atomic(malloc_fn) real_malloc = bootstrap_malloc;
+static _Atomic(free_fn) real_free = bootstrap_free;
 static _Atomic(calloc_fn) real_calloc;
 static _Atomic(realloc_fn) real_realloc;
 static _Atomic(posix_memalign_fn) real_posix_memalign;
@@ -93,6 +105,8 @@ NO_SAN static size_t arena_size(const void *p) {
   return n;
 }
 
+NO_SAN static void filter_add(const void *p, int delta);
+
 NO_SAN static void *arena_alloc(size_t align, size_t n) {
   if (align < 16) align = 16;
   size_t cur = atomic_load_explicit(&arena_used, memory_order_relaxed);
@@ -105,6 +119,9 @@ NO_SAN static void *arena_alloc(size_t align, size_t n) {
                                               memory_order_relaxed,
                                               memory_order_relaxed)) {
       memcpy(arena + start - sizeof n, &n, sizeof n);
+      /* free() finds arena blocks through the filter of sampled objects,
+       * which keeps them (they are never freed) for good. */
+      filter_add(arena + start, 1);
       return arena + start; /* already zero: the arena is never reused */
     }
   }
@@ -128,7 +145,17 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
   if (!atomic_compare_exchange_strong(&resolve_state, &idle, RESOLVE_RUNNING))
     return;
   int saved = errno;
-  atomic_store(&real_free, (free_fn)next_symbol("free", "__libc_free"));
+  /* malloc and free first: another slot being set implies they are. */
+  malloc_fn m = (malloc_fn)next_symbol("malloc", "__libc_malloc");
+  free_fn f = (free_fn)next_symbol("free", "__libc_free");
+  if (!m || !f) {
+    /* No allocator to call through to: stay on the arena. */
+    atomic_store(&resolve_state, RESOLVE_DONE);
+    errno = saved;
+    return;
+  }
+  atomic_store(&real_free, f);
+  atomic_store(&real_malloc, m);
   atomic_store(&real_calloc, (calloc_fn)next_symbol("calloc", "__libc_calloc"));
   atomic_store(&real_realloc,
                (realloc_fn)next_symbol("realloc", "__libc_realloc"));
@@ -143,13 +170,13 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
                (malloc_fn)next_symbol("pvalloc", "__libc_pvalloc"));
   atomic_store(&real_usable_size,
                (usable_size_fn)next_symbol("malloc_usable_size", NULL));
-  atomic_store(&real_malloc, (malloc_fn)next_symbol("malloc", "__libc_malloc"));
   atomic_store(&resolve_state, RESOLVE_DONE);
   errno = saved;
 }
 
 /* The pointer in slot, resolving first if it is still null. Null only
- * while the allocator is being found. */
+ * while the allocator is being found (malloc's and free's slots: their
+ * bootstrap functions). */
 #define REAL(slot)                                                   \
   __extension__({                                                    \
     __typeof__(LOAD(slot)) f_ = LOAD(slot);                          \
@@ -159,6 +186,19 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
     }                                                                \
     f_;                                                              \
   })
+
+/* Where malloc and free go until the allocator underneath is found. */
+NO_SAN static void *bootstrap_malloc(size_t n) {
+  resolve();
+  malloc_fn f = LOAD(real_malloc);
+  return f != bootstrap_malloc ? f(n) : arena_alloc(16, n);
+}
+
+NO_SAN static void bootstrap_free(void *p) {
+  /* Only null or an arena block can reach here: nothing else was handed
+   * out before the allocator was found. */
+  (void)p;
+}
 
 /*
  * Sampling. Each thread owns a countdown of bytes; the rate is read only
@@ -170,6 +210,19 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
 
 static _Atomic long heap_rate = CPROF__HEAP_DEFAULT_RATE;
 static __thread cprof__heap_sampler tls_sampler CPROF__TLS;
+/* The countdown of a thread that runs profiler code, parked while it does:
+ * see cprof__heap_park. */
+static __thread uint64_t tls_parked CPROF__TLS;
+
+NO_SAN void cprof__heap_park(void) {
+  tls_parked = tls_sampler.countdown;
+  atomic_signal_fence(memory_order_seq_cst);
+  tls_sampler.countdown = 0;
+}
+
+NO_SAN void cprof__heap_unpark(void) {
+  tls_sampler.countdown = tls_parked;
+}
 static _Atomic uint64_t seed_counter;
 
 NO_SAN static uint64_t splitmix(uint64_t x) {
@@ -428,8 +481,9 @@ NO_SAN static inline uint64_t addr_hash(const void *p) {
   return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
 }
 
+/* Whether p may be a sampled object or an arena block (both are counted
+ * in the filter). */
 NO_SAN static inline bool maybe_sampled(const void *p) {
-  if (CPROF__LIKELY(LOAD(live_count) == 0)) return false;
   return LOAD(filter[addr_hash(p) >> (64 - FILTER_BITS)]) != 0;
 }
 
@@ -583,10 +637,15 @@ static size_t add_new_caller(uintptr_t *pcs, size_t n, size_t max,
   return n;
 }
 
-/* Records a sampled allocation. Called directly by the exported function
- * the application called, so skipping two frames (this one and that one)
- * leaves the application's call site on top. */
-static __attribute__((noinline)) void record(void *p, size_t n) {
+static inline bool in_alloc_text(uintptr_t pc) {
+  return pc - (uintptr_t)__start_cprof_alloc_text <
+         (uintptr_t)(__stop_cprof_alloc_text - __start_cprof_alloc_text);
+}
+
+/* Records a sampled allocation. Called by the allocator functions only,
+ * which all live in cprof_alloc_text: the stack starts at the first frame
+ * outside it, the application's call site. */
+ALLOC_TEXT static __attribute__((noinline)) void record(void *p, size_t n) {
   int saved = errno;
   cprof__guard_enter();
   cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
@@ -600,14 +659,20 @@ static __attribute__((noinline)) void record(void *p, size_t n) {
     /* The stack table is made by the first sample rather than at start-up,
      * so that a program that never samples never reserves it. */
     cprof__stacktab_init();
-    uintptr_t pcs[CPROF__STACK_BUF];
-    size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 2);
-    if (depth >= 1 && in_operator_new(pcs[0])) {
-      /* Our caller's frame: the record our own frame's saved pointer
-       * names. */
-      uintptr_t fp = *(const uintptr_t *)__builtin_frame_address(0);
-      depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
+    /* Leave out this frame and those of the allocator functions between
+     * it and the application. All are cprof's own, built with frame
+     * pointers, so their chain is safe to follow; fp ends at the frame of
+     * the function the application called. */
+    uintptr_t fp = *(const uintptr_t *)__builtin_frame_address(0);
+    size_t skip = 2; /* this function and its caller */
+    while (skip < 8 && in_alloc_text(((const uintptr_t *)fp)[1] - 1)) {
+      fp = ((const uintptr_t *)fp)[0];
+      skip++;
     }
+    uintptr_t pcs[CPROF__STACK_BUF];
+    size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), skip);
+    if (depth >= 1 && in_operator_new(pcs[0]))
+      depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
     cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
     const int64_t v[4] = {1, (int64_t)n, 1, (int64_t)n};
     if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v) &&
@@ -620,52 +685,49 @@ static __attribute__((noinline)) void record(void *p, size_t n) {
   errno = saved;
 }
 
-/* Forgets a sampled object being freed. */
-NO_SAN static __attribute__((noinline)) void forget(const void *p) {
+/* Forgets a sampled object being freed, then frees it. */
+NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
+  if (CPROF__UNLIKELY(in_arena(p))) return;
   cprof__stack_id sid;
   size_t size;
   if (live_remove(p, &sid, &size)) inuse_add(sid, size, -1);
+  LOAD(real_free)(p);
 }
 
-NO_SAN static inline void free_impl(void *p) {
-  if (CPROF__UNLIKELY(in_arena(p))) return;
-  if (CPROF__UNLIKELY(maybe_sampled(p))) forget(p);
-  free_fn f = REAL(real_free);
-  if (CPROF__LIKELY(f != NULL)) f(p);
-}
+/* The exported allocator. Each one that can sample calls record() from a
+ * function in cprof_alloc_text, so that every sampled stack starts at the
+ * application's call site. */
 
-/* The exported allocator. Each one that can sample calls record() itself,
- * so that every sampled stack starts at the application's call site. */
-
-NO_SAN static __attribute__((noinline)) void *malloc_slow(size_t n,
-                                                          bool *sample) {
-  *sample = false;
-  malloc_fn f = REAL(real_malloc);
-  if (CPROF__UNLIKELY(!f)) return arena_alloc(16, n);
-  void *p = f(n);
-  *sample = should_sample(n) && p;
+/* malloc and free are the hottest entry points, so their common case is a
+ * few instructions that need no stack frame: a thread-local countdown
+ * charged up front (malloc) or one filter byte (free), then a tail call to
+ * the allocator underneath. Everything else goes through the slow paths.
+ * While the calling thread runs profiler code its countdown is parked at 0
+ * (cprof__heap_park), so the fast path need not look at the guard. */
+NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *malloc_slow(size_t n) {
+  void *p = LOAD(real_malloc)(n);
+  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
   return p;
 }
 
-/* The hottest entry point: when the countdown has room, it is charged up
- * front and the allocator is tail-called, so the common case adds a few
- * instructions. Everything else goes through malloc_slow. */
-NO_SAN CPROF_EXPORT void *malloc(size_t n) {
-  malloc_fn f = LOAD(real_malloc);
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
   cprof__heap_sampler *s = &tls_sampler;
-  if (CPROF__LIKELY(f != NULL && n < s->countdown) && !cprof__guarded()) {
+  if (CPROF__LIKELY(n < s->countdown)) {
     s->countdown -= n;
-    return f(n);
+    return LOAD(real_malloc)(n);
   }
-  bool sample;
-  void *p = malloc_slow(n, &sample);
-  if (CPROF__UNLIKELY(sample)) record(p, n);
-  return p;
+  return malloc_slow(n);
 }
 
-NO_SAN CPROF_EXPORT void free(void *p) { free_impl(p); }
+NO_SAN CPROF_EXPORT void free(void *p) {
+  if (CPROF__UNLIKELY(maybe_sampled(p))) {
+    free_slow(p);
+    return;
+  }
+  LOAD(real_free)(p);
+}
 
-NO_SAN CPROF_EXPORT void *calloc(size_t n, size_t size) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
   calloc_fn f = REAL(real_calloc);
   if (CPROF__UNLIKELY(!f)) {
     size_t total;
@@ -685,8 +747,7 @@ NO_SAN CPROF_EXPORT void *calloc(size_t n, size_t size) {
 NO_SAN static void *realloc_from_arena(void *p, size_t n) {
   if (n == 0) return NULL; /* glibc frees and returns NULL; arena blocks
                             * are never freed */
-  malloc_fn f = REAL(real_malloc);
-  void *q = f ? f(n) : arena_alloc(16, n);
+  void *q = LOAD(real_malloc)(n);
   if (q) {
     size_t old = arena_size(p);
     memcpy(q, p, old < n ? old : n);
@@ -732,14 +793,14 @@ NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample) {
   return q;
 }
 
-NO_SAN CPROF_EXPORT void *realloc(void *p, size_t n) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
   bool sample;
   void *q = realloc_impl(p, n, &sample);
   if (CPROF__UNLIKELY(sample)) record(q, n);
   return q;
 }
 
-NO_SAN CPROF_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   size_t total;
   if (__builtin_mul_overflow(n, size, &total)) {
     errno = ENOMEM;
@@ -755,7 +816,7 @@ NO_SAN static inline bool valid_alignment(size_t align) {
   return align != 0 && (align & (align - 1)) == 0;
 }
 
-NO_SAN CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
   posix_memalign_fn f = REAL(real_posix_memalign);
   if (CPROF__UNLIKELY(!f)) {
     if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
@@ -789,15 +850,15 @@ aligned_common(memalign_fn f, size_t align, size_t n) {
   return p;
 }
 
-NO_SAN CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
   return aligned_common(REAL(real_aligned_alloc), align, n);
 }
 
-NO_SAN CPROF_EXPORT void *memalign(size_t align, size_t n) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *memalign(size_t align, size_t n) {
   return aligned_common(REAL(real_memalign), align, n);
 }
 
-NO_SAN CPROF_EXPORT void *valloc(size_t n) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *valloc(size_t n) {
   malloc_fn f = REAL(real_valloc);
   if (CPROF__UNLIKELY(!f)) return arena_alloc(4096, n);
   void *p = f(n);
@@ -805,7 +866,7 @@ NO_SAN CPROF_EXPORT void *valloc(size_t n) {
   return p;
 }
 
-NO_SAN CPROF_EXPORT void *pvalloc(size_t n) {
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *pvalloc(size_t n) {
   malloc_fn f = REAL(real_pvalloc);
   if (CPROF__UNLIKELY(!f)) return arena_alloc(4096, (n + 4095) & ~(size_t)4095);
   void *p = f(n);
@@ -835,9 +896,15 @@ static void reseed_current_thread(void) {
   long rate = atomic_load(&heap_rate);
   s->rng = new_seed(s) ^ (uint64_t)getpid();
   if (!s->rng) s->rng = 1;
-  s->countdown = rate > 1   ? cprof__heap_draw_interval(&s->rng, (uint64_t)rate)
-                 : rate == 1 ? 0
-                             : OFF_RECHECK;
+  uint64_t countdown =
+      rate > 1 ? cprof__heap_draw_interval(&s->rng, (uint64_t)rate)
+      : rate == 1 ? 0
+                  : OFF_RECHECK;
+  /* Inside profiler code the countdown is parked: set the parked one. */
+  if (cprof__guarded())
+    tls_parked = countdown;
+  else
+    s->countdown = countdown;
 }
 
 static void atfork_child(void) {

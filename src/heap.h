@@ -33,6 +33,13 @@ typedef struct cprof__heap_sampler {
   uint64_t rng;
 } cprof__heap_sampler;
 
+/* Park and unpark the calling thread's countdown, for the guard (mem.c)
+ * as a thread enters and leaves profiler code: parked, the countdown reads
+ * 0, so every allocation takes malloc's slow path, which neither samples
+ * nor charges it; unparking restores it untouched. Signal-safe. */
+CPROF__HIDDEN void cprof__heap_park(void);
+CPROF__HIDDEN void cprof__heap_unpark(void);
+
 /* Accounting an allocation of n bytes is, on the common path,
  *   if (n < s->countdown) s->countdown -= n;
  * and when that fails (the countdown ran out, or the sampler has never

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "heap.h"
 #include "mem.h"
 
 /* volatile: the compiler knows malloc and friends cannot read a static
@@ -21,8 +22,18 @@ __thread volatile int cprof__guard_depth CPROF__TLS;
 extern const int cprof__init_anchor;
 __attribute__((used)) static const int *const pull_in_init = &cprof__init_anchor;
 
-void cprof__guard_enter(void) { cprof__guard_depth++; }
-void cprof__guard_exit(void) { cprof__guard_depth--; }
+/* The outermost enter parks the heap sampler's countdown and the matching
+ * exit restores it (heap.h): the depth changes first on the way in and
+ * last on the way out, so a signal handler that enters in between finds the
+ * thread already guarded and leaves the countdown alone. */
+void cprof__guard_enter(void) {
+  if (cprof__guard_depth++ == 0) cprof__heap_park();
+}
+
+void cprof__guard_exit(void) {
+  if (cprof__guard_depth == 1) cprof__heap_unpark();
+  cprof__guard_depth--;
+}
 
 void *cprof__malloc(size_t n) {
   cprof__guard_enter();
