@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "contention.h"
+#include "dynload.h"
 #include "env.h"
 #include "http.h"
 #include "mem.h"
@@ -38,6 +39,34 @@
 #define DEFAULT_IDLE_SECONDS 30
 /* Per-connection memory for the request line, headers and buffers. */
 #define CONNECTION_MEMORY (32 * 1024)
+
+/* libmicrohttpd, loaded when the first server starts (dynload.h). */
+static struct {
+  __typeof__(MHD_add_response_header) *add_response_header;
+  __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
+  __typeof__(MHD_create_response_from_buffer_with_free_callback) *create_response_from_buffer_with_free_callback;
+  __typeof__(MHD_destroy_response) *destroy_response;
+  __typeof__(MHD_get_connection_info) *get_connection_info;
+  __typeof__(MHD_lookup_connection_value) *lookup_connection_value;
+  __typeof__(MHD_queue_response) *queue_response;
+  __typeof__(MHD_start_daemon) *start_daemon;
+  __typeof__(MHD_stop_daemon) *stop_daemon;
+} mhd;
+
+static const cprof__dynsym mhd_syms[] = {
+    {"MHD_add_response_header", (void **)&mhd.add_response_header},
+    {"MHD_create_response_from_buffer", (void **)&mhd.create_response_from_buffer},
+    {"MHD_create_response_from_buffer_with_free_callback", (void **)&mhd.create_response_from_buffer_with_free_callback},
+    {"MHD_destroy_response", (void **)&mhd.destroy_response},
+    {"MHD_get_connection_info", (void **)&mhd.get_connection_info},
+    {"MHD_lookup_connection_value", (void **)&mhd.lookup_connection_value},
+    {"MHD_queue_response", (void **)&mhd.queue_response},
+    {"MHD_start_daemon", (void **)&mhd.start_daemon},
+    {"MHD_stop_daemon", (void **)&mhd.stop_daemon},
+};
+static const char *const mhd_sonames[] = {"libmicrohttpd.so.12", NULL};
+static cprof__dynlib mhd_lib = {mhd_sonames, mhd_syms,
+                                CPROF__ARRAY_LEN(mhd_syms), 0, ""};
 
 struct cprof_http {
   struct MHD_Daemon *daemon;
@@ -320,13 +349,13 @@ static enum MHD_Result respond(struct MHD_Connection *conn, request *rq,
                                const char *method) {
   cprof_http *srv = rq->srv;
   const union MHD_ConnectionInfo *ci =
-      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+      mhd.get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
   waiter w = {srv, ci ? ci->connect_fd : -1};
   cprof__http_req req = {
       .method = method,
       .uri = rq->uri,
       .uri_too_long = rq->uri_too_long,
-      .authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+      .authorization = mhd.lookup_connection_value(conn, MHD_HEADER_KIND,
                                                    MHD_HTTP_HEADER_AUTHORIZATION),
       .body = (const char *)rq->body.data,
       .body_len = rq->body.len,
@@ -347,28 +376,28 @@ static enum MHD_Result respond(struct MHD_Connection *conn, request *rq,
   }
   size_t len = resp.body.len;
   struct MHD_Response *mr =
-      len ? MHD_create_response_from_buffer_with_free_callback(
+      len ? mhd.create_response_from_buffer_with_free_callback(
                 len, resp.body.data, free_body)
-          : MHD_create_response_from_buffer(0, (void *)"",
+          : mhd.create_response_from_buffer(0, (void *)"",
                                             MHD_RESPMEM_PERSISTENT);
   if (!mr) {
     cprof_buf_free(&resp.body);
     return MHD_NO;
   }
   if (!len) cprof_buf_free(&resp.body);
-  MHD_add_response_header(mr, "X-Content-Type-Options", "nosniff");
-  MHD_add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp.content_type);
+  mhd.add_response_header(mr, "X-Content-Type-Options", "nosniff");
+  mhd.add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp.content_type);
   if (resp.disposition[0])
-    MHD_add_response_header(mr, "Content-Disposition", resp.disposition);
-  if (resp.go_pprof_error) MHD_add_response_header(mr, "X-Go-Pprof", "1");
+    mhd.add_response_header(mr, "Content-Disposition", resp.disposition);
+  if (resp.go_pprof_error) mhd.add_response_header(mr, "X-Go-Pprof", "1");
   if (resp.www_authenticate)
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    mhd.add_response_header(mr, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
   if (resp.allow)
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
+    mhd.add_response_header(mr, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
   if (resp.location)
-    MHD_add_response_header(mr, MHD_HTTP_HEADER_LOCATION, resp.location);
-  enum MHD_Result r = MHD_queue_response(conn, (unsigned)resp.status, mr);
-  MHD_destroy_response(mr);
+    mhd.add_response_header(mr, MHD_HTTP_HEADER_LOCATION, resp.location);
+  enum MHD_Result r = mhd.queue_response(conn, (unsigned)resp.status, mr);
+  mhd.destroy_response(mr);
   log_line(srv, "http: %s %.*s -> %d (%zu bytes, %.1f ms)", method,
            plen > 200 ? 200 : plen, rq->uri, resp.status, len,
            (double)(cprof__mono_ns() - rq->start_ns) / 1e6);
@@ -434,6 +463,10 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
     return CPROF_ENOTLOOPBACK;
   }
 
+  if (cprof__dynload(&mhd_lib) != 0) {
+    snprintf(why, whylen, "%s", mhd_lib.why);
+    return CPROF_EUNSUPPORTED;
+  }
   cprof_http *srv = cprof__calloc(1, sizeof *srv);
   if (!srv) return CPROF_ENOMEM;
   srv->logger = cfg->logger;
@@ -470,7 +503,7 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   unsigned idle = cfg->idle_timeout_seconds ? cfg->idle_timeout_seconds
                                             : DEFAULT_IDLE_SECONDS;
   cprof__guard_enter();
-  srv->daemon = MHD_start_daemon(
+  srv->daemon = mhd.start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
       mhd_log, srv, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_URI_LOG_CALLBACK,
       on_uri, srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
@@ -522,7 +555,7 @@ int cprof_http_stop(cprof_http *srv) {
   if (!srv) return CPROF_EINVAL;
   atomic_store(&srv->stopping, true);
   cprof__guard_enter();
-  MHD_stop_daemon(srv->daemon); /* closes the socket, joins the threads */
+  mhd.stop_daemon(srv->daemon); /* closes the socket, joins the threads */
   cprof__guard_exit();
   struct stat st;
   if (srv->unix_path && lstat(srv->unix_path, &st) == 0 &&

@@ -26,6 +26,7 @@
 #include "contention.h"
 #include "cpu.h"
 #include "dump.h"
+#include "dynload.h"
 #include "env.h"
 #include "mem.h"
 #include "profilez.h"
@@ -37,6 +38,54 @@
 #define DEFAULT_TIMEOUT 10
 #define DEFAULT_QUEUE 16
 #define MAX_ATTEMPTS 4
+
+/* libcurl, loaded when the first pusher starts (dynload.h). Debian ships it
+ * built on OpenSSL and, as a separate package, on GnuTLS. */
+static struct {
+  __typeof__(curl_easy_cleanup) *easy_cleanup;
+  __typeof__(curl_easy_escape) *easy_escape;
+  __typeof__(curl_easy_getinfo) *easy_getinfo;
+  __typeof__(curl_easy_init) *easy_init;
+  __typeof__(curl_easy_perform) *easy_perform;
+  __typeof__(curl_easy_reset) *easy_reset;
+  __typeof__(curl_easy_setopt) *easy_setopt;
+  __typeof__(curl_free) *free;
+  __typeof__(curl_global_init) *global_init;
+  __typeof__(curl_mime_addpart) *mime_addpart;
+  __typeof__(curl_mime_data) *mime_data;
+  __typeof__(curl_mime_filename) *mime_filename;
+  __typeof__(curl_mime_free) *mime_free;
+  __typeof__(curl_mime_init) *mime_init;
+  __typeof__(curl_mime_name) *mime_name;
+  __typeof__(curl_mime_type) *mime_type;
+  __typeof__(curl_slist_append) *slist_append;
+  __typeof__(curl_slist_free_all) *slist_free_all;
+} libcurl;
+
+static const cprof__dynsym curl_syms[] = {
+    {"curl_easy_cleanup", (void **)&libcurl.easy_cleanup},
+    {"curl_easy_escape", (void **)&libcurl.easy_escape},
+    {"curl_easy_getinfo", (void **)&libcurl.easy_getinfo},
+    {"curl_easy_init", (void **)&libcurl.easy_init},
+    {"curl_easy_perform", (void **)&libcurl.easy_perform},
+    {"curl_easy_reset", (void **)&libcurl.easy_reset},
+    {"curl_easy_setopt", (void **)&libcurl.easy_setopt},
+    {"curl_free", (void **)&libcurl.free},
+    {"curl_global_init", (void **)&libcurl.global_init},
+    {"curl_mime_addpart", (void **)&libcurl.mime_addpart},
+    {"curl_mime_data", (void **)&libcurl.mime_data},
+    {"curl_mime_filename", (void **)&libcurl.mime_filename},
+    {"curl_mime_free", (void **)&libcurl.mime_free},
+    {"curl_mime_init", (void **)&libcurl.mime_init},
+    {"curl_mime_name", (void **)&libcurl.mime_name},
+    {"curl_mime_type", (void **)&libcurl.mime_type},
+    {"curl_slist_append", (void **)&libcurl.slist_append},
+    {"curl_slist_free_all", (void **)&libcurl.slist_free_all},
+};
+static const char *const curl_sonames[] = {"libcurl.so.4",
+                                           "libcurl-gnutls.so.4", NULL};
+static cprof__dynlib curl_lib = {curl_sonames, curl_syms,
+                                 CPROF__ARRAY_LEN(curl_syms), 0, ""};
 
 typedef struct push_job {
   char kind[16]; /* profile name, for logs */
@@ -308,50 +357,50 @@ static size_t discard_body(char *ptr, size_t size, size_t n, void *ctx) {
 /* One POST. Returns the HTTP status, or 0 when the request did not
  * complete (connection refused, timeout). */
 static long post(cprof_push *p, CURL *curl, const push_job *j) {
-  char *name = curl_easy_escape(curl, p->name, 0);
+  char *name = libcurl.easy_escape(curl, p->name, 0);
   if (!name) return 0;
   char url[2048];
   int n = snprintf(url, sizeof url,
                    "%s?name=%s&from=%lld&until=%lld&spyName=cprof", p->ingest_url,
                    name, (long long)j->from_s, (long long)j->until_s);
-  curl_free(name);
+  libcurl.free(name);
   if (n < 0 || (size_t)n >= sizeof url) return 0;
   if (j->sample_rate)
     snprintf(url + n, sizeof url - (size_t)n, "&sampleRate=%d", j->sample_rate);
 
-  curl_mime *mime = curl_mime_init(curl);
-  curl_mimepart *part = curl_mime_addpart(mime);
-  curl_mime_name(part, "profile");
-  curl_mime_filename(part, "profile.pb.gz");
-  curl_mime_type(part, "application/octet-stream");
-  curl_mime_data(part, (const char *)j->data.data, j->data.len);
+  curl_mime *mime = libcurl.mime_init(curl);
+  curl_mimepart *part = libcurl.mime_addpart(mime);
+  libcurl.mime_name(part, "profile");
+  libcurl.mime_filename(part, "profile.pb.gz");
+  libcurl.mime_type(part, "application/octet-stream");
+  libcurl.mime_data(part, (const char *)j->data.data, j->data.len);
 
   struct curl_slist *headers = NULL;
-  if (p->bearer_header) headers = curl_slist_append(headers, p->bearer_header);
-  if (p->tenant_header) headers = curl_slist_append(headers, p->tenant_header);
+  if (p->bearer_header) headers = libcurl.slist_append(headers, p->bearer_header);
+  if (p->tenant_header) headers = libcurl.slist_append(headers, p->tenant_header);
 
-  curl_easy_reset(curl);
-  curl_easy_setopt(curl, CURLOPT_URL, url);
-  curl_easy_setopt(curl, CURLOPT_MIMEPOST, mime);
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT, (long)p->timeout);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)p->timeout);
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
-  curl_easy_setopt(curl, CURLOPT_USERAGENT, "cprof");
-  curl_easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
-  curl_easy_setopt(curl, CURLOPT_XFERINFODATA, p);
+  libcurl.easy_reset(curl);
+  libcurl.easy_setopt(curl, CURLOPT_URL, url);
+  libcurl.easy_setopt(curl, CURLOPT_MIMEPOST, mime);
+  libcurl.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  libcurl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  libcurl.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  libcurl.easy_setopt(curl, CURLOPT_TIMEOUT, (long)p->timeout);
+  libcurl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)p->timeout);
+  libcurl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
+  libcurl.easy_setopt(curl, CURLOPT_USERAGENT, "cprof");
+  libcurl.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  libcurl.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
+  libcurl.easy_setopt(curl, CURLOPT_XFERINFODATA, p);
   if (p->basic_auth) {
-    curl_easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-    curl_easy_setopt(curl, CURLOPT_USERPWD, p->basic_auth);
+    libcurl.easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    libcurl.easy_setopt(curl, CURLOPT_USERPWD, p->basic_auth);
   }
   long status = 0;
-  if (curl_easy_perform(curl) == CURLE_OK)
-    curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
-  curl_slist_free_all(headers);
-  curl_mime_free(mime);
+  if (libcurl.easy_perform(curl) == CURLE_OK)
+    libcurl.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  libcurl.slist_free_all(headers);
+  libcurl.mime_free(mime);
   return status;
 }
 
@@ -365,7 +414,7 @@ static bool stopping(cprof_push *p) {
 static void *uploader_main(void *arg) {
   cprof_push *p = arg;
   cprof__guard_enter();
-  CURL *curl = curl_easy_init();
+  CURL *curl = libcurl.easy_init();
   for (;;) {
     pthread_mutex_lock(&p->lock);
     while (p->qlen == 0 && !p->stopping) pthread_cond_wait(&p->cond, &p->lock);
@@ -415,7 +464,7 @@ static void *uploader_main(void *arg) {
     }
     cprof_buf_free(&job.data);
   }
-  if (curl) curl_easy_cleanup(curl);
+  if (curl) libcurl.easy_cleanup(curl);
   cprof__guard_exit();
   return NULL;
 }
@@ -446,9 +495,12 @@ static char *dup_printf(const char *fmt, const char *s) {
 }
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_loaded = CPROF_EUNSUPPORTED;
 static void curl_init_once(void) {
+  curl_loaded = cprof__dynload(&curl_lib);
+  if (curl_loaded) return;
   cprof__guard_enter();
-  curl_global_init(CURL_GLOBAL_DEFAULT);
+  libcurl.global_init(CURL_GLOBAL_DEFAULT);
   cprof__guard_exit();
 }
 
@@ -485,6 +537,11 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
              "1..1024, cpu_hz 1..%d",
              CPROF__CPU_MAX_HZ);
     return CPROF_EINVAL;
+  }
+  pthread_once(&curl_once, curl_init_once);
+  if (curl_loaded) {
+    snprintf(err, errlen, "%s", curl_lib.why);
+    return curl_loaded;
   }
   char comm[32];
   const char *app = cfg->app_name ? cfg->app_name : program_name(comm, sizeof comm);
@@ -535,7 +592,6 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
     push_free(p);
     return CPROF_ENOMEM;
   }
-  pthread_once(&curl_once, curl_init_once);
   if (cprof__thread_spawn(&p->uploader, uploader_main, p, "cprof-upload") != 0) {
     push_free(p);
     return CPROF_ESYS;
@@ -552,10 +608,9 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
 }
 
 int cprof_push_start(const cprof_push_config *cfg, cprof_push **out) {
-  char err[200];
+  char err[200] = "";
   int rc = cprof__push_start(cfg, out, err, sizeof err);
-  if (rc == CPROF_EINVAL && cfg && cfg->logger)
-    cfg->logger(cfg->logger_ctx, err);
+  if (rc && err[0] && cfg && cfg->logger) cfg->logger(cfg->logger_ctx, err);
   return rc;
 }
 
@@ -609,10 +664,12 @@ void cprof__push_env_init(void) {
     if (!cprof__env_int("CPROF_PUSH_INTERVAL", 1, 3600, off, &v)) return;
     cfg.interval_seconds = (int)v;
   }
-  char err[200];
+  char err[200] = "";
   int rc = cprof__push_start(&cfg, &env_pusher, err, sizeof err);
   if (rc == CPROF_EINVAL)
     cprof__warn("CPROF_PUSH_*: %s; pushing disabled", err);
+  else if (rc && err[0])
+    cprof__warn("CPROF_PUSH_URL: %s; pushing disabled", err);
   else if (rc)
     cprof__warn("CPROF_PUSH_URL: %s; pushing disabled", cprof_strerror(rc));
   else
