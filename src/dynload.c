@@ -14,8 +14,9 @@ static int load(cprof__dynlib *lib) {
   void *h = NULL;
   const char *err = "no soname to try";
   for (const char *const *s = lib->sonames; *s && !h; s++) {
-    /* RTLD_GLOBAL, as if the program had been linked against it. */
-    h = dlopen(*s, RTLD_NOW | RTLD_GLOBAL);
+    /* RTLD_LOCAL: cprof reaches its symbols through the handle, and the
+     * program's own symbol lookups stay as they were. */
+    h = dlopen(*s, RTLD_NOW | RTLD_LOCAL);
     if (!h) err = dlerror();
   }
   if (!h) {
