@@ -75,5 +75,7 @@ CPROF__HIDDEN double cprof__heap_exp(double x);
  * many sampled objects could not be tracked (the live table was full). */
 CPROF__HIDDEN uint64_t cprof__heap_live_sampled(void);
 CPROF__HIDDEN uint64_t cprof__heap_untracked(void);
+/* The calling thread's countdown as malloc sees it (0 while parked). */
+CPROF__HIDDEN uint64_t cprof__heap_thread_countdown(void);
 
 #endif

@@ -227,6 +227,34 @@ static void test_records(void) {
   cprof_heap_set_rate(prev);
 }
 
+/* Profiler code parks the countdown: its allocations neither sample nor
+ * charge it, and a reseed made inside profiler code (the rate set by
+ * cprof's own start-up) takes effect on leaving it. */
+static void test_park(void) {
+  long prev = cprof_heap_set_rate(CPROF__HEAP_DEFAULT_RATE);
+  void *volatile first = malloc(16); /* this thread has drawn */
+  free(first);
+  uint64_t before = cprof__heap_thread_countdown();
+  CHECK(before > 0);
+  void *mine = cprof__malloc(100);
+  cprof__free(mine);
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), before);
+  cprof__guard_enter();
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), 0);
+  cprof__guard_enter(); /* nested */
+  cprof_heap_set_rate(CPROF__HEAP_DEFAULT_RATE);
+  cprof__guard_exit();
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), 0);
+  cprof__guard_exit();
+  uint64_t redrawn = cprof__heap_thread_countdown();
+  CHECK(redrawn > 0 && redrawn != before);
+  /* Unguarded allocations charge it by their size. */
+  void *volatile p = malloc(64); /* volatile: kept, not optimised out */
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64);
+  free(p);
+  cprof_heap_set_rate(prev);
+}
+
 static void *churn_thread(void *arg) {
   (void)arg;
   void *v[64] = {0};
@@ -260,6 +288,7 @@ int main(void) {
   RUN(test_unsample);
   RUN(test_size_class);
   RUN(test_records);
+  RUN(test_park);
   RUN(test_threads);
   return TEST_RESULT();
 }
