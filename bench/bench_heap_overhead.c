@@ -1,10 +1,11 @@
 /*
  * Heap sampling overhead: the whole-process CPU time (user + system, from
  * wait4) and peak RSS of test/progs/plain_heap_churn, run alternately
- * without cprof and with libcprof.so preloaded at the default rate; then
- * the same for jemalloc with prof:true (lg_prof_sample:19, the same 512 KiB
+ * without cprof, with an interposer that only calls through (the floor for
+ * any malloc interposer) and with libcprof.so preloaded at the default
+ * rate; then the same for jemalloc with prof:true (lg_prof_sample:19, the same 512 KiB
  * mean) against plain jemalloc, when libjemalloc.so.2 is installed. Prints
- * the median of each and the ratios.
+ * the median of each and the ratios; last, the start-up cost alone.
  *   bench_heap_overhead [RUNS] [ITERATIONS_PER_THREAD]
  * The paths come from this binary's location in the build tree.
  */
@@ -24,8 +25,9 @@ typedef struct result {
   long rss_kib;
 } result;
 
-static char churn[PATH_MAX], libcprof[PATH_MAX];
+static char churn[PATH_MAX], libcprof[PATH_MAX], passthrough[PATH_MAX];
 static const char *iterations = "20000000";
+static const char *hold_mib; /* live heap held while churning, or NULL */
 
 static int run(const char *preload, const char *malloc_conf, result *out) {
   pid_t pid = fork();
@@ -35,7 +37,7 @@ static int run(const char *preload, const char *malloc_conf, result *out) {
     else unsetenv("LD_PRELOAD");
     if (malloc_conf) setenv("MALLOC_CONF", malloc_conf, 1);
     else unsetenv("MALLOC_CONF");
-    execl(churn, churn, iterations, (char *)NULL);
+    execl(churn, churn, iterations, hold_mib, (char *)NULL);
     _exit(127);
   }
   int status;
@@ -66,24 +68,35 @@ static void medians(const result *r, int n, double *cpu, double *rss) {
   *rss = n % 2 ? m[n / 2] : (m[n / 2 - 1] + m[n / 2]) / 2;
 }
 
-/* Runs a and b alternately; prints both medians and b / a. */
-static int compare(const char *name_a, const char *pre_a, const char *conf_a,
-                   const char *name_b, const char *pre_b, const char *conf_b,
-                   int runs) {
-  result a[MAX_RUNS], b[MAX_RUNS];
+typedef struct config {
+  const char *name, *preload, *malloc_conf;
+} config;
+
+/* Runs the configurations in turn, runs times over; prints each median
+ * and its ratio to the first's. */
+static int compare(const config *c, int n, int runs) {
+  static result r[4][MAX_RUNS];
   for (int i = 0; i < runs; i++) {
-    if (run(pre_a, conf_a, &a[i]) || run(pre_b, conf_b, &b[i])) {
-      fprintf(stderr, "bench_heap_overhead: a run of %s failed\n", churn);
-      return -1;
+    for (int k = 0; k < n; k++) {
+      if (run(c[k].preload, c[k].malloc_conf, &r[k][i])) {
+        fprintf(stderr, "bench_heap_overhead: a run of %s failed\n", churn);
+        return -1;
+      }
     }
   }
-  double ca, ra, cb, rb;
-  medians(a, runs, &ca, &ra);
-  medians(b, runs, &cb, &rb);
-  printf("%-22s cpu %.3f s  maxrss %.1f MiB\n", name_a, ca, ra / 1024);
-  printf("%-22s cpu %.3f s  maxrss %.1f MiB\n", name_b, cb, rb / 1024);
-  printf("%-22s cpu ratio %.3f  rss ratio %.3f  (+%.1f MiB)\n", "  => ratio", cb / ca,
-         rb / ra, (rb - ra) / 1024);
+  double cpu0 = 0, rss0 = 0;
+  for (int k = 0; k < n; k++) {
+    double cpu, rss;
+    medians(r[k], runs, &cpu, &rss);
+    if (k == 0) {
+      cpu0 = cpu;
+      rss0 = rss;
+      printf("%-26s cpu %.4f s  maxrss %.1f MiB\n", c[k].name, cpu, rss / 1024);
+    } else {
+      printf("%-26s cpu %.4f s  maxrss %.1f MiB  cpu ratio %.3f  rss %+.1f MiB\n",
+             c[k].name, cpu, rss / 1024, cpu / cpu0, (rss - rss0) / 1024);
+    }
+  }
   return 0;
 }
 
@@ -101,21 +114,44 @@ int main(int argc, char **argv) {
   *slash = 0; /* BUILD */
   snprintf(churn, sizeof churn, "%s/test/progs/plain_heap_churn", self);
   snprintf(libcprof, sizeof libcprof, "%s/libcprof.so", self);
-  if (access(churn, X_OK) || access(libcprof, R_OK)) {
-    fprintf(stderr, "bench_heap_overhead: %s or %s is missing\n", churn, libcprof);
+  snprintf(passthrough, sizeof passthrough, "%s/bench/libpassthrough_malloc.so",
+           self);
+  if (access(churn, X_OK) || access(libcprof, R_OK) || access(passthrough, R_OK)) {
+    fprintf(stderr, "bench_heap_overhead: %s, %s or %s is missing\n", churn,
+            libcprof, passthrough);
     return 1;
   }
   printf("malloc/free churn, 2 threads x %s iterations, %d alternating runs, "
          "medians\n", iterations, runs);
-  if (compare("glibc", NULL, NULL, "glibc + cprof", libcprof, NULL, runs))
-    return 1;
+  const config glibc[] = {
+      {"glibc", NULL, NULL},
+      {"glibc + empty interposer", passthrough, NULL},
+      {"glibc + cprof", libcprof, NULL},
+  };
+  if (compare(glibc, 3, runs)) return 1;
+  /* A large live heap: about 2,000 sampled objects stay live (1 GiB at
+   * 512 KiB), so free's filter is no longer nearly empty. */
+  hold_mib = "1024";
+  printf("\nthe same with 1 GiB held live in 256-byte blocks\n");
+  if (compare(glibc, 3, runs)) return 1;
+  hold_mib = NULL;
   if (access(JEMALLOC, R_OK) == 0) {
-    if (compare("jemalloc", JEMALLOC, NULL, "jemalloc prof:true", JEMALLOC,
-                "prof:true,lg_prof_sample:19", runs))
-      return 1;
+    const config je[] = {
+        {"jemalloc", JEMALLOC, NULL},
+        {"jemalloc prof:true", JEMALLOC, "prof:true,lg_prof_sample:19"},
+    };
+    if (compare(je, 2, runs)) return 1;
   } else {
     printf("jemalloc: %s not installed (apt-get install libjemalloc2)\n",
            JEMALLOC);
   }
-  return 0;
+  /* Start-up alone: the same program with nothing to do. */
+  const char *work = iterations;
+  iterations = "0";
+  printf("\nstart-up (the churn program with 0 iterations), %d alternating runs, "
+         "medians\n", 3 * runs);
+  const config start[] = {{"glibc", NULL, NULL}, {"glibc + cprof", libcprof, NULL}};
+  int rc = compare(start, 2, 3 * runs > MAX_RUNS ? MAX_RUNS : 3 * runs);
+  iterations = work;
+  return rc ? 1 : 0;
 }
