@@ -541,6 +541,18 @@ static int cmd_top(int argc, char **argv) {
   size_t dropped = t.nrows - kept;
   t.nrows = kept;
   size_t shown = maxrows > 0 && (size_t)maxrows < kept ? (size_t)maxrows : kept;
+  /* The (inline) labels come from the graph of the shown functions alone,
+   * which pprof rebuilds from the samples after its cuts, without the edges
+   * below its edge cutoff (-edgefraction, 0.001 of the total by default). */
+  int64_t edge_cutoff = (int64_t)((double)t.total * 0.001);
+  if (edge_cutoff < 0) edge_cutoff = -edge_cutoff;
+  if (pprofdec_top_calls(&p, vi, &t, shown, edge_cutoff, err, sizeof err) !=
+      0) {
+    fprintf(stderr, "cprof top: %s: %s\n", in, err);
+    pprofdec_top_free(&t);
+    pprofdec_free(&p);
+    return 1;
+  }
   char outunit[16];
   if (strcmp(unit, "minimum") == 0)
     pprofdec_select_unit(outunit, sizeof outunit, &t, shown, sunit);

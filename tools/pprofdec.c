@@ -570,27 +570,37 @@ static uint64_t hash_str(const char *s) {
   return h;
 }
 
+/* (Re)builds the table, n slots (a power of two), over the first nrows rows. */
+static int rowtab_index(rowtab *rt, size_t nrows, size_t n) {
+  size_t *s = calloc(n, sizeof *s);
+  if (!s) return -1;
+  for (size_t i = 0; i < nrows; i++) {
+    size_t h = (size_t)hash_str(rt->t->rows[i].name) & (n - 1);
+    while (s[h]) h = (h + 1) & (n - 1);
+    s[h] = i + 1;
+  }
+  free(rt->slots);
+  rt->slots = s;
+  rt->nslots = n;
+  return 0;
+}
+
+/* The slot of name's row, or the empty slot where it would go. */
+static size_t rowtab_slot(const rowtab *rt, const char *name) {
+  size_t h = (size_t)hash_str(name) & (rt->nslots - 1);
+  while (rt->slots[h] && strcmp(rt->t->rows[rt->slots[h] - 1].name, name) != 0)
+    h = (h + 1) & (rt->nslots - 1);
+  return h;
+}
+
+/* name's row, added when new; -1 when out of memory. */
 static long row_for(rowtab *rt, const char *name) {
   pprofdec_top *t = rt->t;
-  if ((t->nrows + 1) * 2 > rt->nslots) {
-    size_t n = rt->nslots ? rt->nslots * 2 : 1024;
-    size_t *s = calloc(n, sizeof *s);
-    if (!s) return -1;
-    for (size_t i = 0; i < t->nrows; i++) {
-      size_t h = (size_t)hash_str(t->rows[i].name) & (n - 1);
-      while (s[h]) h = (h + 1) & (n - 1);
-      s[h] = i + 1;
-    }
-    free(rt->slots);
-    rt->slots = s;
-    rt->nslots = n;
-  }
-  size_t h = (size_t)hash_str(name) & (rt->nslots - 1);
-  while (rt->slots[h]) {
-    if (strcmp(t->rows[rt->slots[h] - 1].name, name) == 0)
-      return (long)(rt->slots[h] - 1);
-    h = (h + 1) & (rt->nslots - 1);
-  }
+  if ((t->nrows + 1) * 2 > rt->nslots &&
+      rowtab_index(rt, t->nrows, rt->nslots ? rt->nslots * 2 : 1024))
+    return -1;
+  size_t h = rowtab_slot(rt, name);
+  if (rt->slots[h]) return (long)(rt->slots[h] - 1);
   if (grow(&t->rows, &rt->cap_rows, t->nrows + 1, sizeof *t->rows)) return -1;
   uint64_t *st = realloc(rt->stamps, rt->cap_rows * sizeof *st);
   if (!st) return -1;
@@ -601,6 +611,12 @@ static long row_for(rowtab *rt, const char *name) {
   rt->stamps[t->nrows] = 0;
   rt->slots[h] = ++t->nrows;
   return (long)(t->nrows - 1);
+}
+
+/* name's row among those indexed; -1 when it is not one of them. */
+static long row_find(const rowtab *rt, const char *name) {
+  size_t h = rowtab_slot(rt, name);
+  return rt->slots[h] ? (long)(rt->slots[h] - 1) : -1;
 }
 
 static int64_t abs64(int64_t v) {
@@ -617,22 +633,19 @@ static int by_top_order(const void *a, const void *b) {
   return cx > cy ? -1 : cx < cy;
 }
 
-int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
-                         pprofdec_top *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  if (vi >= p->nsample_types) return fail(err, errlen, "no such sample type");
-  rowtab rt = {out, 0, NULL, 0, NULL};
-  /* Each location's frames as row indices, innermost first. */
+/* Maps every frame of every location to a row by its name: location i's
+ * frames, innermost first (its lines, or one frame for a location without
+ * lines), are (*framesp)[(*firstp)[i]] up to (*firstp)[i + 1]. With add, a
+ * name that is not a row yet becomes one; without, its frame maps to -1. */
+static int map_frames(const pprofdec_profile *p, rowtab *rt, bool add,
+                      size_t **firstp, long **framesp, char *err,
+                      size_t errlen) {
   size_t *first = calloc(p->nlocations + 1, sizeof *first);
   size_t nframes = 0;
   for (size_t i = 0; i < p->nlocations; i++)
     nframes += p->locations[i].nlines ? p->locations[i].nlines : 1;
   long *frames = calloc(nframes + 1, sizeof *frames);
-  int rc = -1;
-  if (!first || !frames) {
-    fail(err, errlen, "out of memory");
-    goto out;
-  }
+  if (!first || !frames) goto oom;
   size_t k = 0;
   for (size_t i = 0; i < p->nlocations; i++) {
     const pprofdec_location *loc = &p->locations[i];
@@ -650,9 +663,11 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
       char *name = malloc(strlen(file) + 3);
       if (!name) goto oom;
       sprintf(name, "[%s]", file);
-      frames[k] = row_for(&rt, *file ? name : "<unknown>");
+      const char *n = *file ? name : "<unknown>";
+      frames[k] = add ? row_for(rt, n) : row_find(rt, n);
       free(name);
-      if (frames[k++] < 0) goto oom;
+      if (add && frames[k] < 0) goto oom;
+      k++;
     }
     for (size_t j = 0; j < loc->nlines; j++) {
       const pprofdec_line *l = &p->lines[loc->first_line + j];
@@ -664,11 +679,33 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
              loc->id, l->function_id);
         goto out;
       }
-      if ((frames[k++] = row_for(&rt, fn->name[0] ? fn->name : "??")) < 0)
-        goto oom;
+      const char *n = fn->name[0] ? fn->name : "??";
+      frames[k] = add ? row_for(rt, n) : row_find(rt, n);
+      if (add && frames[k] < 0) goto oom;
+      k++;
     }
   }
   first[p->nlocations] = k;
+  *firstp = first;
+  *framesp = frames;
+  return 0;
+oom:
+  fail(err, errlen, "out of memory");
+out:
+  free(first);
+  free(frames);
+  return -1;
+}
+
+int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
+                         pprofdec_top *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  if (vi >= p->nsample_types) return fail(err, errlen, "no such sample type");
+  rowtab rt = {out, 0, NULL, 0, NULL};
+  size_t *first = NULL;
+  long *frames = NULL;
+  int rc = -1;
+  if (map_frames(p, &rt, true, &first, &frames, err, errlen)) goto out;
   uint64_t stamp = 0;
   for (size_t s = 0; s < p->nsamples; s++) {
     const pprofdec_sample *sm = &p->samples[s];
@@ -676,10 +713,9 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
     if (v == 0) continue;
     out->total += abs64(v);
     stamp++;
-    /* From the root down, as pprof walks a stack: each frame's caller is
-     * the frame before it, an inlined call when both are lines of one
-     * location. Recursion into the same function makes no edge. */
-    long parent = -1;
+    /* Each function on the stack counts once toward its cum; the innermost
+     * frame, reached last from the root, gets the flat. */
+    long leaf = -1;
     for (size_t j = sm->nlocations; j-- > 0;) {
       uint64_t id = p->location_ids[sm->first_location + j];
       const pprofdec_location *loc = find_location(p, id);
@@ -692,17 +728,14 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
       size_t li = (size_t)(loc - p->locations);
       for (size_t f = first[li + 1]; f-- > first[li];) {
         long row = frames[f];
-        if (parent >= 0 && parent != row)
-          out->rows[row].calls |=
-              f + 1 < first[li + 1] ? PPROFDEC_INLINED : PPROFDEC_CALLED;
         if (rt.stamps[row] != stamp) {
           rt.stamps[row] = stamp;
           out->rows[row].cum += v;
         }
-        parent = row;
+        leaf = row;
       }
     }
-    if (parent >= 0) out->rows[parent].flat += v;
+    if (leaf >= 0) out->rows[leaf].flat += v;
   }
   /* Functions only in other samples (or in none) are not in pprof's graph. */
   size_t kept = 0;
@@ -715,15 +748,143 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
   out->nrows = kept;
   if (out->nrows) qsort(out->rows, out->nrows, sizeof *out->rows, by_top_order);
   rc = 0;
-  goto out;
-oom:
-  fail(err, errlen, "out of memory");
 out:
   free(first);
   free(frames);
   free(rt.slots);
   free(rt.stamps);
   if (rc) pprofdec_top_free(out);
+  return rc;
+}
+
+/* An edge of pprof's call graph between two kept rows. */
+typedef struct edge {
+  long caller, callee;
+  int64_t weight;
+  uint64_t stamp;   /* the last sample that counted it */
+  bool inline_only; /* every count was an inlined call */
+} edge;
+
+/* Edges by (caller, callee): an open-addressed table of edge index + 1. */
+typedef struct edgetab {
+  edge *edges;
+  size_t nedges, cap;
+  size_t *slots;
+  size_t nslots;
+} edgetab;
+
+static size_t edge_hash(long caller, long callee, size_t nslots) {
+  uint64_t h = ((uint64_t)caller * 0x9e3779b97f4a7c15ull) ^ (uint64_t)callee;
+  h = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull;
+  return (size_t)(h ^ (h >> 32)) & (nslots - 1);
+}
+
+/* The edge from caller to callee, added (weight 0) when new; NULL when out
+ * of memory. */
+static edge *edge_for(edgetab *et, long caller, long callee) {
+  if ((et->nedges + 1) * 2 > et->nslots) {
+    size_t n = et->nslots ? et->nslots * 2 : 1024;
+    size_t *s = calloc(n, sizeof *s);
+    if (!s) return NULL;
+    for (size_t i = 0; i < et->nedges; i++) {
+      size_t h = edge_hash(et->edges[i].caller, et->edges[i].callee, n);
+      while (s[h]) h = (h + 1) & (n - 1);
+      s[h] = i + 1;
+    }
+    free(et->slots);
+    et->slots = s;
+    et->nslots = n;
+  }
+  size_t h = edge_hash(caller, callee, et->nslots);
+  while (et->slots[h]) {
+    edge *e = &et->edges[et->slots[h] - 1];
+    if (e->caller == caller && e->callee == callee) return e;
+    h = (h + 1) & (et->nslots - 1);
+  }
+  if (grow(&et->edges, &et->cap, et->nedges + 1, sizeof *et->edges))
+    return NULL;
+  et->edges[et->nedges] = (edge){caller, callee, 0, 0, true};
+  et->slots[h] = ++et->nedges;
+  return &et->edges[et->nedges - 1];
+}
+
+int pprofdec_top_calls(const pprofdec_profile *p, size_t vi, pprofdec_top *t,
+                       size_t nkept, int64_t edge_cutoff, char *err,
+                       size_t errlen) {
+  if (vi >= p->nsample_types) return fail(err, errlen, "no such sample type");
+  if (nkept > t->nrows) nkept = t->nrows;
+  for (size_t i = 0; i < t->nrows; i++) t->rows[i].calls = 0;
+  rowtab rt = {t, 0, NULL, 0, NULL};
+  edgetab et = {NULL, 0, 0, NULL, 0};
+  size_t *first = NULL;
+  long *frames = NULL;
+  int rc = -1;
+  size_t nslots = 1024;
+  while (nslots < (nkept + 1) * 2) nslots *= 2;
+  if (rowtab_index(&rt, nkept, nslots)) {
+    fail(err, errlen, "out of memory");
+    goto out;
+  }
+  /* Frames of functions that are not kept map to -1. */
+  if (map_frames(p, &rt, false, &first, &frames, err, errlen)) goto out;
+  uint64_t stamp = 0;
+  for (size_t s = 0; s < p->nsamples; s++) {
+    const pprofdec_sample *sm = &p->samples[s];
+    int64_t v = p->values[sm->first_value + vi];
+    if (v == 0) continue;
+    stamp++;
+    /* pprof's newGraph: from the root down, each kept frame's caller is the
+     * kept frame before it, however many frames that are not kept lie in
+     * between; the call is inlined when the callee is not the outermost
+     * line of its own location, wherever the caller is. Recursion into the
+     * same function makes no edge. */
+    long caller = -1;
+    for (size_t j = sm->nlocations; j-- > 0;) {
+      uint64_t id = p->location_ids[sm->first_location + j];
+      const pprofdec_location *loc = find_location(p, id);
+      if (!loc) {
+        fail(err, errlen,
+             "a sample refers to location %" PRIu64 ", which the profile lacks",
+             id);
+        goto out;
+      }
+      size_t li = (size_t)(loc - p->locations);
+      for (size_t f = first[li + 1]; f-- > first[li];) {
+        long row = frames[f];
+        if (row < 0) continue;
+        if (caller >= 0 && caller != row) {
+          edge *e = edge_for(&et, caller, row);
+          if (!e) {
+            fail(err, errlen, "out of memory");
+            goto out;
+          }
+          /* pprof counts an edge once per sample, at its first (rootmost)
+           * occurrence, and keeps it inline only while every count is. */
+          if (e->stamp != stamp) {
+            e->stamp = stamp;
+            e->weight += v;
+            if (f + 1 == first[li + 1]) e->inline_only = false;
+          }
+        }
+        caller = row;
+      }
+    }
+  }
+  /* pprof drops the edges lighter than its edge cutoff before it labels
+   * the nodes by the edges that are left. */
+  for (size_t i = 0; i < et.nedges; i++) {
+    const edge *e = &et.edges[i];
+    if (abs64(e->weight) >= edge_cutoff)
+      t->rows[e->callee].calls |=
+          e->inline_only ? PPROFDEC_INLINED : PPROFDEC_CALLED;
+  }
+  rc = 0;
+out:
+  free(first);
+  free(frames);
+  free(rt.slots);
+  free(et.edges);
+  free(et.slots);
   return rc;
 }
 

@@ -90,9 +90,11 @@ typedef struct pprofdec_row {
    * it: [the mapping file's base name], or <unknown>. */
   char *name;
   int64_t flat, cum;
-  /* How callers reach it: PPROFDEC_INLINED when some call was inlined
-   * (a later line of the same location), PPROFDEC_CALLED when some was a
-   * real call; pprof prints "(inline)" or "(partial-inline)" from these. */
+  /* The kinds of its in-edges in the graph pprof prints, set by
+   * pprofdec_top_calls (0 until then): PPROFDEC_INLINED for an edge whose
+   * calls were all inlined, PPROFDEC_CALLED for one with a real call.
+   * pprof prints "(inline)" for INLINED alone and "(partial-inline)" for
+   * both. */
   unsigned calls;
 } pprofdec_row;
 
@@ -116,6 +118,19 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
                          pprofdec_top *out, char *err, size_t errlen);
 
 void pprofdec_top_free(pprofdec_top *t);
+
+/* Sets the calls of t's rows (t from pprofdec_compute_top with the same p
+ * and vi) as go tool pprof -top labels them when it shows only the first
+ * nkept rows: pprof rebuilds its graph from the samples with only the kept
+ * functions, so a kept function's caller is the nearest kept function
+ * rootward of it on the stack, and the call is inlined when the callee is
+ * not the outermost line of its location. An edge is inlined when every
+ * sample has it so; edges whose |weight| is below edge_cutoff are dropped
+ * (pprof's -edgefraction times the total). Rows from nkept on get 0.
+ * Returns 0, or -1 with a message in err. */
+int pprofdec_top_calls(const pprofdec_profile *p, size_t vi, pprofdec_top *t,
+                       size_t nkept, int64_t edge_cutoff, char *err,
+                       size_t errlen);
 
 /* Formats v, in unit, the way pprof's measurement.ScaledLabel does into
  * to_unit ("auto" picks a unit per value, "minimum" is not accepted here;

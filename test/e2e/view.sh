@@ -4,7 +4,9 @@
 # here offline): `cprof top` must print what `go tool pprof -top` prints,
 # byte for byte, for every sample type; the pages `cprof view` writes must
 # render in headless Chromium without an error, with the hottest function
-# widest. Bad input must be refused with a message.
+# widest. Bad input must be refused with a message. The "(inline)" labels
+# depend on which functions -n keeps, so every -n up to 8 is compared too,
+# also on a small synthetic profile built to have such labels every run.
 source "$(dirname "$0")/lib.bash"
 : "${CPROF_SRC:?}"
 cprof=$CPROF_BUILD/cprof
@@ -43,10 +45,21 @@ ok "cprof wrote cpu, heap and goroutine profiles"
 compare() {
   local file=$1
   shift
-  "$cprof" top "$@" "$file" >"$TMP/ours.txt" 2>&1 || { cat "$TMP/ours.txt"; fail "cprof top $* $file"; }
-  pprof -symbolize=none -top "$@" "$file" >"$TMP/theirs.txt"
-  diff "$TMP/theirs.txt" "$TMP/ours.txt" >"$TMP/diff.txt" || { cat "$TMP/diff.txt"; fail "cprof top $* differs from go tool pprof -top on $file"; }
+  # cprof top's -n=N is pprof's -nodecount=N.
+  local theirs=("${@/#-n=/-nodecount=}")
+  "$cprof" top "$@" "$file" >"$TMP/ours.txt" 2>&1 || { cat "$TMP/ours.txt" >&2; fail "cprof top $* $file"; }
+  pprof -symbolize=none -top "${theirs[@]}" "$file" >"$TMP/theirs.txt"
+  diff "$TMP/theirs.txt" "$TMP/ours.txt" >"$TMP/diff.txt" || { cat "$TMP/diff.txt" >&2; fail "cprof top $* differs from go tool pprof -top ${theirs[*]} on $file"; }
   ok "cprof top $* = go tool pprof -top on ${file#"$TMP"/} ($(grep -cE '^ +[-0-9.]' "$TMP/ours.txt") rows)"
+}
+# compare_n FILE ARGS...: compare with each -n from 1 to 8. pprof labels a
+# function "(inline)" from the graph of the functions it shows, rebuilt
+# without the others, so the labels change with -n.
+compare_n() {
+  local file=$1 n
+  shift
+  for n in 1 2 3 4 5 6 7 8; do compare "$file" -n=$n "$@" >/dev/null; done
+  ok "cprof top -n=1..8${*:+ $*} = go tool pprof -top -nodecount=1..8 on ${file#"$TMP"/}"
 }
 for f in "$TMP/go/cpu.pb.gz" "$TMP/c/cpu.pb.gz" "$TMP/c/goroutine.pb.gz"; do
   compare "$f"
@@ -55,6 +68,74 @@ done
 for f in "$TMP/go/heap.pb.gz" "$TMP/c/heap.pb.gz"; do
   for s in alloc_objects alloc_space inuse_objects inuse_space; do compare "$f" -sample_index=$s; done
 done
+for f in "$TMP/go/cpu.pb.gz" "$TMP/c/cpu.pb.gz" "$TMP/c/goroutine.pb.gz"; do
+  compare_n "$f"
+  compare_n "$f" -nodefraction=0
+done
+for f in "$TMP/go/heap.pb.gz" "$TMP/c/heap.pb.gz"; do
+  for s in alloc_objects alloc_space inuse_objects inuse_space; do compare_n "$f" -sample_index=$s; done
+done
+
+# --- a synthetic profile whose labels hang on the cuts: functions inlined
+# into others (several lines in one location) whose callers -n or the node
+# cutoff leave out, an edge both inlined and called (not inline: pprof
+# wants every call inlined), the same edge twice in one sample (counted
+# once, as its first, inlined, call), and an inlined call below pprof's
+# edge cutoff (0.001 of the total), which does not count.
+python3 - "$TMP/inl.pb" <<'PY' || fail "writing the synthetic profile"
+import sys
+def varint(n):
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+def field(num, payload):  # length-delimited
+    return varint(num << 3 | 2) + varint(len(payload)) + payload
+def num(num, n):
+    return varint(num << 3) + varint(n)
+strings = [""]
+def s(x):
+    if x not in strings:
+        strings.append(x)
+    return strings.index(x)
+funcs = ["main", "work", "spin", "helper", "leaf", "rec", "odd", "tiny"]
+# Locations by id, lines innermost first.
+locs = {1: ["main"], 2: ["work"], 3: ["spin", "work"], 4: ["helper", "work"],
+        5: ["helper"], 6: ["leaf", "helper"], 7: ["leaf"], 8: ["rec", "work"],
+        9: ["rec"], 10: ["odd"], 11: ["odd", "work"], 12: ["tiny"]}
+# Stacks by location id, root first, and their values (97350 in all).
+samples = [
+    ([1, 3], 40000),       # spin only ever inlined into work
+    ([1, 2, 5], 9000),     # helper called by work, and...
+    ([1, 4], 12000),       # ...inlined into it
+    ([1, 2, 6], 15000),    # leaf inlined into helper
+    ([1, 4, 7], 8000),     # leaf called by helper, itself inlined into work
+    ([1, 8, 2, 9], 7000),  # work -> rec inlined, then work -> rec called
+    ([1, 10], 6000),       # odd called by main, and...
+    ([1, 11], 50),         # ...inlined into work, below the edge cutoff
+    ([1, 12, 7], 300),     # tiny, below the node cutoff, between main and leaf
+]
+out = field(1, num(1, s("samples")) + num(2, s("count")))
+# One mapping, symbolized, so that pprof has a main binary to name.
+out += field(3, num(1, 1) + num(2, 0x1000) + num(3, 0x2000) +
+             num(5, s("/bin/inl")) + num(7, 1) + num(10, 1))
+for stack, v in samples:
+    ids = b"".join(varint(i) for i in reversed(stack))
+    out += field(2, field(1, ids) + field(2, varint(v)))
+for i, lines in locs.items():
+    out += field(4, num(1, i) + num(2, 1) + num(3, 0x1000 + i) + b"".join(
+        field(4, num(1, funcs.index(f) + 1)) for f in lines))
+for i, f in enumerate(funcs):
+    out += field(5, num(1, i + 1) + num(2, s(f)))
+out += b"".join(field(6, x.encode()) for x in strings)
+open(sys.argv[1], "wb").write(out)
+PY
+compare "$TMP/inl.pb" -nodefraction=0
+expect_match "$TMP/ours.txt" ' spin \(inline\)$' "the synthetic profile has an inlined function"
+compare "$TMP/inl.pb"
+compare_n "$TMP/inl.pb"
+compare_n "$TMP/inl.pb" -nodefraction=0
 # For a count in a CPU profile go tool pprof 1.19 sometimes prints the
 # total as a share of the duration, as if the count were nanoseconds, and
 # sometimes not; the rows are what matter.
