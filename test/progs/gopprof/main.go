@@ -1,5 +1,5 @@
 // Command gopprof writes profiles the way Go itself does, for the view
-// test: it burns CPU in two named functions for about a second under
+// test: it burns CPU in two named functions, 2:1, for about a second under
 // runtime/pprof's CPU profiler, then writes a heap profile. Standard
 // library only, so it builds offline.
 //
@@ -12,16 +12,15 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
-	"time"
 )
 
 var sink uint64
 var keep [][]byte
 
 //go:noinline
-func burnAlpha(d time.Duration) {
+func burnAlpha(rounds int) {
 	x := sink
-	for end := time.Now().Add(d); time.Now().Before(end); {
+	for r := 0; r < rounds; r++ {
 		for i := 0; i < 100000; i++ {
 			x = x*6364136223846793005 + uint64(i)
 		}
@@ -30,9 +29,9 @@ func burnAlpha(d time.Duration) {
 }
 
 //go:noinline
-func burnBeta(d time.Duration) {
+func burnBeta(rounds int) {
 	x := sink
-	for end := time.Now().Add(d); time.Now().Before(end); {
+	for r := 0; r < rounds; r++ {
 		for i := 0; i < 100000; i++ {
 			x = x*2862933555777941757 + uint64(i)
 		}
@@ -62,8 +61,10 @@ func main() {
 		panic(err)
 	}
 	allocate()
-	burnAlpha(700 * time.Millisecond)
-	burnBeta(350 * time.Millisecond)
+	// Fixed work, not fixed time: on a loaded machine a time window gets
+	// whatever CPU the scheduler grants, and the 2:1 split would be luck.
+	burnAlpha(6000)
+	burnBeta(3000)
 	pprof.StopCPUProfile()
 	if err := cpu.Close(); err != nil {
 		panic(err)
