@@ -8,8 +8,8 @@
  * (constructors, thread teardown, a fork child) and sit on the program's
  * hottest path. They must never allocate through the application's path,
  * take a lock, or change errno on success, and their unsampled path must
- * stay a thread-local decrement and a branch (malloc) or one load of a
- * global counter (free). Only a sampled allocation walks the stack, and that
+ * stay a thread-local decrement and a branch (malloc) or one byte of a
+ * filter (free). Only a sampled allocation walks the stack, and that
  * path is allocation-free: the walker, the stack table and the aggregation
  * table are all preallocated and lock-free.
  *
@@ -17,9 +17,8 @@
  * style of Chromium's LockFreeAddressHashSet (buckets of singly linked
  * nodes that are never unlinked; a removed node's address is cleared and
  * the node is reused by a later insert into the same bucket). free()
- * consults it only when a global count of live sampled objects is nonzero
- * and a 4 KiB counting filter says the address may be in it; see
- * docs/heap.md for the costs.
+ * consults it only when a counting filter indexed by address says the
+ * address may be in it; see docs/heap.md for the costs.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -484,7 +483,6 @@ static _Atomic uint32_t buckets[(size_t)1 << BUCKET_BITS];
 static _Alignas(4096) _Atomic uint8_t filter[(size_t)1 << FILTER_BITS];
 static live_node *nodes;
 static _Alignas(64) _Atomic size_t nodes_used;
-static _Alignas(64) _Atomic uint64_t live_count;
 static _Atomic uint64_t untracked;
 static _Atomic(cprof__agg *) samples;
 
@@ -548,7 +546,6 @@ static bool live_insert(void *p, cprof__stack_id sid, size_t size) {
         memory_order_relaxed));
   }
   filter_add(p, 1);
-  atomic_fetch_add_explicit(&live_count, 1, memory_order_relaxed);
   return true;
 }
 
@@ -568,7 +565,6 @@ NO_SAN static bool live_remove(const void *p, cprof__stack_id *sid,
     uint64_t meta = LOAD(n->meta);
     atomic_store_explicit(&n->addr, 0, memory_order_release);
     filter_add(p, -1);
-    atomic_fetch_sub_explicit(&live_count, 1, memory_order_relaxed);
     *sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
     *size = (size_t)(meta & (((uint64_t)1 << META_SIZE_BITS) - 1));
     return true;
@@ -965,7 +961,16 @@ long cprof_heap_set_rate(long rate) {
   return prev;
 }
 
-uint64_t cprof__heap_live_sampled(void) { return LOAD(live_count); }
+/* Counted when asked, not kept: a counter every sample and every sampled
+ * free updated was a cache line both threads of a churn fought over. */
+uint64_t cprof__heap_live_sampled(void) {
+  size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
+  if (!nodes) return 0;
+  if (used > LIVE_NODES) used = LIVE_NODES;
+  uint64_t n = 0;
+  for (size_t i = 0; i < used; i++) n += LOAD(nodes[i].addr) != 0;
+  return n;
+}
 uint64_t cprof__heap_thread_countdown(void) { return tls_sampler.countdown; }
 uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
 
@@ -1007,7 +1012,7 @@ static int write_trailer(cprof_buf *out) {
       "# UntrackedSamples = %llu\n",
       mi.arena, mi.ordblks, mi.smblks, mi.hblks, mi.hblkhd, mi.fsmblks,
       mi.uordblks, mi.fordblks, mi.keepcost, maxrss,
-      atomic_load(&heap_rate), (unsigned long long)LOAD(live_count),
+      atomic_load(&heap_rate), (unsigned long long)cprof__heap_live_sampled(),
       (unsigned long long)LOAD(untracked));
 }
 
