@@ -548,6 +548,21 @@ static const pprofdec_location *find_location(const pprofdec_profile *p,
   return bsearch(&key, p->locations, p->nlocations, sizeof key, by_location_id);
 }
 
+/* The index in p->locations of sample sm's location j, or -1 (with err
+ * set) when the profile lacks it. */
+static long sample_location(const pprofdec_profile *p,
+                            const pprofdec_sample *sm, size_t j, char *err,
+                            size_t errlen) {
+  uint64_t id = p->location_ids[sm->first_location + j];
+  const pprofdec_location *loc = find_location(p, id);
+  if (!loc)
+    return fail(err, errlen,
+                "a sample refers to location %" PRIu64
+                ", which the profile lacks",
+                id);
+  return (long)(loc - p->locations);
+}
+
 static const pprofdec_function *find_function(const pprofdec_profile *p,
                                               uint64_t id) {
   pprofdec_function key = {id, NULL, NULL};
@@ -717,15 +732,8 @@ int pprofdec_compute_top(const pprofdec_profile *p, size_t vi,
      * frame, reached last from the root, gets the flat. */
     long leaf = -1;
     for (size_t j = sm->nlocations; j-- > 0;) {
-      uint64_t id = p->location_ids[sm->first_location + j];
-      const pprofdec_location *loc = find_location(p, id);
-      if (!loc) {
-        fail(err, errlen,
-             "a sample refers to location %" PRIu64 ", which the profile lacks",
-             id);
-        goto out;
-      }
-      size_t li = (size_t)(loc - p->locations);
+      long li = sample_location(p, sm, j, err, errlen);
+      if (li < 0) goto out;
       for (size_t f = first[li + 1]; f-- > first[li];) {
         long row = frames[f];
         if (rt.stamps[row] != stamp) {
@@ -840,15 +848,8 @@ int pprofdec_top_calls(const pprofdec_profile *p, size_t vi, pprofdec_top *t,
      * same function makes no edge. */
     long caller = -1;
     for (size_t j = sm->nlocations; j-- > 0;) {
-      uint64_t id = p->location_ids[sm->first_location + j];
-      const pprofdec_location *loc = find_location(p, id);
-      if (!loc) {
-        fail(err, errlen,
-             "a sample refers to location %" PRIu64 ", which the profile lacks",
-             id);
-        goto out;
-      }
-      size_t li = (size_t)(loc - p->locations);
+      long li = sample_location(p, sm, j, err, errlen);
+      if (li < 0) goto out;
       for (size_t f = first[li + 1]; f-- > first[li];) {
         long row = frames[f];
         if (row < 0) continue;
