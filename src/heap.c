@@ -67,8 +67,19 @@ typedef size_t (*usable_size_fn)(void *);
  * their fast paths can call through without a check. */
 static void *bootstrap_malloc(size_t n);
 static void bootstrap_free(void *p);
-static _Atomic(malloc_fn) real_malloc = bootstrap_malloc;
-static _Atomic(free_fn) real_free = bootstrap_free;
+typedef struct live_node live_node;
+
+/* What malloc() and free() read on every call, with the few pointers the
+ * sampled paths start from, in one cache line that is written only at
+ * set-up (and, for unaligned_live, in the rare case described with it). */
+static _Alignas(64) struct {
+  _Atomic(malloc_fn) real_malloc;
+  _Atomic(free_fn) real_free;
+  _Atomic uint64_t unaligned_live;
+  _Atomic(unsigned char *) region;
+  _Atomic(cprof__agg *) samples;
+  live_node *nodes;
+} hot = {bootstrap_malloc, bootstrap_free, 0, NULL, NULL, NULL};
 static _Atomic(calloc_fn) real_calloc;
 static _Atomic(realloc_fn) real_realloc;
 static _Atomic(posix_memalign_fn) real_posix_memalign;
@@ -83,14 +94,19 @@ static _Atomic int resolve_state;
 
 #define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
 
+/* Sampled blocks are handed out at page boundaries (see "Recognising the
+ * free of a sampled block" below), and so are arena blocks. */
+#define PAGE ((uintptr_t)4096)
+
 /*
  * The bootstrap arena. dlsym allocates (its error buffer) while it looks
  * the allocator up, so those few requests are carved from a static block:
- * bump-allocated, never reused, 16-byte aligned with the size stored in the
- * 8 bytes before each block. free() ignores arena pointers; realloc() and
- * malloc_usable_size() read the stored size.
+ * bump-allocated, never reused, each starting on a page boundary (which
+ * sends its free() to the slow path, where it is ignored) with its size
+ * stored in the 8 bytes before it. realloc() and malloc_usable_size() read
+ * the stored size. The block is in .bss: only the pages used are touched.
  */
-#define ARENA_SIZE ((size_t)64 * 1024)
+#define ARENA_SIZE ((size_t)1024 * 1024)
 static _Alignas(4096) unsigned char arena[ARENA_SIZE];
 static _Atomic size_t arena_used;
 
@@ -104,10 +120,8 @@ NO_SAN static size_t arena_size(const void *p) {
   return n;
 }
 
-NO_SAN static void filter_add(const void *p, int delta);
-
 NO_SAN static void *arena_alloc(size_t align, size_t n) {
-  if (align < 16) align = 16;
+  if (align < PAGE) align = PAGE;
   size_t cur = atomic_load_explicit(&arena_used, memory_order_relaxed);
   for (;;) {
     if (align > ARENA_SIZE || n > ARENA_SIZE) break;
@@ -118,9 +132,6 @@ NO_SAN static void *arena_alloc(size_t align, size_t n) {
                                               memory_order_relaxed,
                                               memory_order_relaxed)) {
       memcpy(arena + start - sizeof n, &n, sizeof n);
-      /* free() finds arena blocks through the filter of sampled objects,
-       * which keeps them (they are never freed) for good. */
-      filter_add(arena + start, 1);
       return arena + start; /* already zero: the arena is never reused */
     }
   }
@@ -153,8 +164,8 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
     errno = saved;
     return;
   }
-  atomic_store(&real_free, f);
-  atomic_store(&real_malloc, m);
+  atomic_store(&hot.real_free, f);
+  atomic_store(&hot.real_malloc, m);
   atomic_store(&real_calloc, (calloc_fn)next_symbol("calloc", "__libc_calloc"));
   atomic_store(&real_realloc,
                (realloc_fn)next_symbol("realloc", "__libc_realloc"));
@@ -189,7 +200,7 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
 /* Where malloc and free go until the allocator underneath is found. */
 NO_SAN static void *bootstrap_malloc(size_t n) {
   resolve();
-  malloc_fn f = LOAD(real_malloc);
+  malloc_fn f = LOAD(hot.real_malloc);
   return f != bootstrap_malloc ? f(n) : arena_alloc(16, n);
 }
 
@@ -449,56 +460,148 @@ uint32_t cprof__heap_size_class(size_t n) {
 }
 
 /*
- * The live set: sampled objects not yet freed, by address. A node holds the
- * address (0 when free) and meta = stack id << 40 | requested size, 24
- * bytes in all. Nodes come from one reserved mapping by an atomic bump and
- * are never unlinked, so readers walk chains without any reclamation
- * scheme; the nodes in use are bounded by the most sampled objects ever
- * live at once.
+ * Recognising the free of a sampled block. free() must tell the few
+ * sampled blocks from all others without reading memory: a load that
+ * misses the cache on every free costs more than everything else cprof
+ * does. So sampled blocks are placed at page boundaries, and free()'s
+ * fast path tests only the pointer's low 12 bits (and one word that is
+ * zero unless unaligned sampled blocks are live, below):
+ *   - a block of up to a page goes to a page of the region, cprof's own
+ *     reserved mapping, with its tracking word in region_meta;
+ *   - a larger one is allocated a page larger from the allocator underneath
+ *     and handed out at its first page boundary; the live set (below)
+ *     keeps the distance back to the allocator's block.
+ * One pointer in 256 that the allocator returns is on a page boundary by
+ * chance: its free pays a filter load on the slow path.
  *
- * The filter is what free() reads: one byte per 64-byte granule of
- * address space, the address taken modulo 16 MiB, counting the live
- * sampled objects (and arena blocks) that start there. Counts saturate at
- * 255 and then stay, which only costs false positives. Indexing by address
- * rather than by hash keeps the bytes a program's frees read together (a
- * heap's hot part reads a few cache lines of it), and the 256 KiB size
- * keeps false positives rare on large heaps: about 2,000 sampled objects
- * are live in a 1 GiB heap at the default rate, which mark under 1% of the
- * filter, where a 4 KiB one would send 40% of all frees to the slow path.
- * Only the pages of the filter a heap maps to are ever touched.
+ * Some sampled blocks stay where the allocator put them: all of them at
+ * rates below CPROF__HEAP_ALIGN_MIN_RATE (where a page per sample would cost too much
+ * memory), realloc results larger than a page (moving them means copying
+ * them), and blocks whose placement failed. While any such block is live,
+ * unaligned_live is not zero and every free() takes the slow path, which
+ * reads the filter; that is the cost of the design before this one.
+ */
+#define REGION_PAGES ((size_t)1 << 14) /* 64 MiB of address space */
+
+/* hot.unaligned_live counts the live sampled blocks not on a page
+ * boundary. It shares the line every malloc() and free() reads, so at those
+ * low rates each change costs the other threads a cache miss. */
+
+/*
+ * The live set: sampled blocks not yet freed, by address, except those in
+ * the region. A node holds the address (0 when free), meta = stack id << 40
+ * | requested size (the stack id is 0 for a block kept only for its
+ * offset), and the offset back to the allocator's block: 24 bytes in all.
+ * Nodes come from one reserved mapping by an atomic bump and are never
+ * unlinked, so readers walk chains without any reclamation scheme; the
+ * nodes in use are bounded by the most sampled blocks ever live at once.
+ *
+ * The filter is read on the slow path of free(), for page-aligned pointers
+ * (or every pointer while unaligned_live is not zero): 256 KiB of counts of
+ * the live set's blocks. A page-aligned address counts in the byte of its
+ * page (modulo 1 GiB), so the few bytes a heap's pages map to stay in the
+ * cache for the pointers that are page-aligned by chance; any other address
+ * counts in the byte of its 64-byte granule (modulo 16 MiB), so that
+ * unaligned sampled blocks, which are dense at low rates, mark few of the
+ * blocks around them. Counts saturate at 255 and then stay, which only
+ * costs false positives.
  */
 #define BUCKET_BITS 16
 #define FILTER_BITS 18
 #define FILTER_GRANULE_SHIFT 6
+#define FILTER_PAGE_SHIFT 12
 #define LIVE_NODES ((size_t)1 << 21)
 #define META_SIZE_BITS 40
+#define META_SIZE_MASK (((uint64_t)1 << 39) - 1)
+#define REGION_BUSY ((uint64_t)1 << 39)
 
-typedef struct live_node {
+struct live_node {
   _Atomic uintptr_t addr;
   _Atomic uint64_t meta;
-  _Atomic uint32_t next; /* node index + 1; 0 ends the chain */
-} live_node;
+  _Atomic uint32_t next;  /* node index + 1; 0 ends the chain */
+  _Atomic uint32_t delta; /* bytes from the allocator's block to addr */
+};
 
 static _Atomic uint32_t buckets[(size_t)1 << BUCKET_BITS];
 static _Alignas(4096) _Atomic uint8_t filter[(size_t)1 << FILTER_BITS];
-static live_node *nodes;
 static _Alignas(64) _Atomic size_t nodes_used;
 static _Atomic uint64_t untracked;
-static _Atomic(cprof__agg *) samples;
+
+/*
+ * The region: REGION_PAGES pages reserved at start-up (touched only as
+ * used), one sampled block per page. Free pages form a lock-free stack
+ * whose head carries a tag against ABA; region_meta[i] is page i's
+ * tracking word (REGION_BUSY | stack id << 40 | size, 0 when free). A
+ * freed page keeps its memory for the next sample, so the region's
+ * resident size is at most a page per sampled block ever live at once.
+ */
+static _Atomic uint64_t region_meta[REGION_PAGES];
+static _Atomic uint32_t region_next[REGION_PAGES];
+static _Alignas(64) _Atomic uint64_t region_head; /* tag << 32 | top + 1 */
+static _Atomic uint32_t region_used;
+
+NO_SAN static inline bool in_region(const void *p) {
+  unsigned char *r = LOAD(hot.region);
+  return r && (uintptr_t)p - (uintptr_t)r < REGION_PAGES * PAGE;
+}
+
+NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
+  unsigned char *r = LOAD(hot.region);
+  if (!r) return NULL;
+  uint64_t head = atomic_load_explicit(&region_head, memory_order_acquire);
+  size_t i;
+  for (;;) {
+    uint32_t top = (uint32_t)head;
+    if (top == 0) {
+      if (LOAD(region_used) >= REGION_PAGES) return NULL;
+      i = atomic_fetch_add_explicit(&region_used, 1, memory_order_relaxed);
+      if (i >= REGION_PAGES) return NULL;
+      break;
+    }
+    uint32_t next = LOAD(region_next[top - 1]);
+    uint64_t want = ((head >> 32) + 1) << 32 | next;
+    if (atomic_compare_exchange_weak_explicit(&region_head, &head, want,
+                                              memory_order_acquire,
+                                              memory_order_acquire)) {
+      i = top - 1;
+      break;
+    }
+  }
+  atomic_store_explicit(&region_meta[i], REGION_BUSY | n, memory_order_relaxed);
+  *meta = &region_meta[i];
+  return r + i * PAGE;
+}
+
+NO_SAN static void region_release(size_t i) {
+  uint64_t head = LOAD(region_head);
+  uint64_t want;
+  do {
+    atomic_store_explicit(&region_next[i], (uint32_t)head,
+                          memory_order_relaxed);
+    want = ((head >> 32) + 1) << 32 | (uint64_t)(i + 1);
+  } while (!atomic_compare_exchange_weak_explicit(
+      &region_head, &head, want, memory_order_release, memory_order_relaxed));
+}
 
 NO_SAN static inline uint64_t addr_hash(const void *p) {
   return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
 }
 
 NO_SAN static inline _Atomic uint8_t *filter_slot(const void *p) {
-  return &filter[((uintptr_t)p >> FILTER_GRANULE_SHIFT) &
-                 (((uintptr_t)1 << FILTER_BITS) - 1)];
+  uintptr_t a = (uintptr_t)p;
+  unsigned shift = a & (PAGE - 1) ? FILTER_GRANULE_SHIFT : FILTER_PAGE_SHIFT;
+  return &filter[(a >> shift) & (((uintptr_t)1 << FILTER_BITS) - 1)];
 }
 
-/* Whether p may be a sampled object or an arena block (both are counted
- * in the filter). */
+/* Whether p may be in the live set. */
 NO_SAN static inline bool maybe_sampled(const void *p) {
   return LOAD(*filter_slot(p)) != 0;
+}
+
+/* Whether free(p) must look further than the allocator underneath: the
+ * fast path's test. */
+NO_SAN static inline bool free_checks(const void *p) {
+  return ((uintptr_t)p & (PAGE - 1)) == 0 || LOAD(hot.unaligned_live) != 0;
 }
 
 NO_SAN static void filter_add(const void *p, int delta) {
@@ -513,31 +616,35 @@ NO_SAN static void filter_add(const void *p, int delta) {
   }
 }
 
-static bool live_insert(void *p, cprof__stack_id sid, size_t size) {
-  if (!nodes || sid >= ((uint64_t)1 << (64 - META_SIZE_BITS)) ||
-      size >= ((uint64_t)1 << META_SIZE_BITS))
-    return false;
-  uint64_t meta = (uint64_t)sid << META_SIZE_BITS | size;
+/* The tracking word of a block of size bytes sampled with stack sid;
+ * 0 when either does not fit. */
+static inline uint64_t make_meta(cprof__stack_id sid, size_t size) {
+  if (sid >= ((uint64_t)1 << (64 - META_SIZE_BITS)) || size > META_SIZE_MASK)
+    return 0;
+  return (uint64_t)sid << META_SIZE_BITS | size;
+}
+
+/* Adds p to the live set; NULL when the set is full. */
+NO_SAN static live_node *live_insert(void *p, uint64_t meta, uint32_t delta) {
+  if (!hot.nodes) return NULL;
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   live_node *n = NULL;
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
-       i = atomic_load_explicit(&nodes[i - 1].next, memory_order_acquire)) {
+       i = atomic_load_explicit(&hot.nodes[i - 1].next, memory_order_acquire)) {
     uintptr_t zero = 0;
-    if (LOAD(nodes[i - 1].addr) == 0 &&
+    if (LOAD(hot.nodes[i - 1].addr) == 0 &&
         atomic_compare_exchange_strong_explicit(
-            &nodes[i - 1].addr, &zero, (uintptr_t)p, memory_order_acquire,
+            &hot.nodes[i - 1].addr, &zero, (uintptr_t)p, memory_order_acquire,
             memory_order_relaxed)) {
-      n = &nodes[i - 1];
-      atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
+      n = &hot.nodes[i - 1];
       break;
     }
   }
   if (!n) {
     size_t idx = atomic_fetch_add_explicit(&nodes_used, 1, memory_order_relaxed);
-    if (idx >= LIVE_NODES) return false;
-    n = &nodes[idx];
+    if (idx >= LIVE_NODES) return NULL;
+    n = &hot.nodes[idx];
     atomic_store_explicit(&n->addr, (uintptr_t)p, memory_order_relaxed);
-    atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
     uint32_t head = atomic_load_explicit(b, memory_order_relaxed);
     do {
       atomic_store_explicit(&n->next, head, memory_order_relaxed);
@@ -545,37 +652,116 @@ static bool live_insert(void *p, cprof__stack_id sid, size_t size) {
         b, &head, (uint32_t)idx + 1, memory_order_release,
         memory_order_relaxed));
   }
+  atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
+  atomic_store_explicit(&n->delta, delta, memory_order_relaxed);
   filter_add(p, 1);
-  return true;
+  if ((uintptr_t)p & (PAGE - 1))
+    atomic_fetch_add_explicit(&hot.unaligned_live, 1, memory_order_relaxed);
+  return n;
 }
 
-/* Removes p from the live set; false when it was not sampled. Only the
- * owner of p looks it up, after its insert, so a plain scan suffices. */
-/* NO_SAN, like forget: TSan's own thread start frees memory through this
- * allocator before the thread is set up for instrumented code, and a
- * pointer the filter cannot rule out gets here. */
-NO_SAN static bool live_remove(const void *p, cprof__stack_id *sid,
-                               size_t *size) {
-  if (!p) return false;
+/* Finds p in the live set, and takes it out when remove is set; false when
+ * it is not there. Only the owner of p looks it up, after its insert, so a
+ * plain scan suffices. NO_SAN, like free: TSan's own thread start frees
+ * memory through this allocator before the thread is set up for
+ * instrumented code, and a pointer the filter cannot rule out gets here. */
+NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
+                             uint32_t *delta) {
+  if (!p || !maybe_sampled(p)) return false;
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
-       i = atomic_load_explicit(&nodes[i - 1].next, memory_order_acquire)) {
-    live_node *n = &nodes[i - 1];
+       i = atomic_load_explicit(&hot.nodes[i - 1].next, memory_order_acquire)) {
+    live_node *n = &hot.nodes[i - 1];
     if (LOAD(n->addr) != (uintptr_t)p) continue;
-    uint64_t meta = LOAD(n->meta);
-    atomic_store_explicit(&n->addr, 0, memory_order_release);
-    filter_add(p, -1);
-    *sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
-    *size = (size_t)(meta & (((uint64_t)1 << META_SIZE_BITS) - 1));
+    *meta = LOAD(n->meta);
+    *delta = LOAD(n->delta);
+    if (remove) {
+      atomic_store_explicit(&n->addr, 0, memory_order_release);
+      filter_add(p, -1);
+      if ((uintptr_t)p & (PAGE - 1))
+        atomic_fetch_sub_explicit(&hot.unaligned_live, 1, memory_order_relaxed);
+    }
     return true;
   }
   return false;
 }
 
 static void inuse_add(cprof__stack_id sid, size_t size, int64_t sign) {
-  cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
+  cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
   const int64_t v[4] = {0, 0, sign, sign * (int64_t)size};
   if (agg) cprof__agg_add(agg, sid, cprof__heap_size_class(size), v);
+}
+
+/* Counts a tracked block in or out of the in-use figures. */
+NO_SAN static void count_inuse(uint64_t meta, int64_t sign) {
+  cprof__stack_id sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
+  if (sid) inuse_add(sid, (size_t)(meta & META_SIZE_MASK), sign);
+}
+
+/* Frees a block of the region. A pointer inside a page, or a page not in
+ * use (freed twice), is not one cprof handed out: it is left alone. */
+NO_SAN static void region_free(const void *p) {
+  uintptr_t off = (uintptr_t)p - (uintptr_t)LOAD(hot.region);
+  if (off & (PAGE - 1)) return;
+  size_t i = off / PAGE;
+  uint64_t meta = atomic_exchange_explicit(&region_meta[i], 0,
+                                           memory_order_acq_rel);
+  if (!(meta & REGION_BUSY)) return;
+  count_inuse(meta, -1);
+  region_release(i);
+}
+
+/* Where a sampled block of n bytes goes so that free() knows it by its
+ * address: a page of the region, or a block a page larger from the
+ * allocator underneath (zeroed when zero is set) handed out at its first
+ * page boundary. NULL when it cannot go there (the caller allocates as
+ * usual); errno is kept. *meta receives the block's tracking word, whose
+ * stack id record() fills in. */
+NO_SAN static void *place_sampled(size_t n, bool zero,
+                                  _Atomic uint64_t **meta) {
+  if (LOAD(heap_rate) < CPROF__HEAP_ALIGN_MIN_RATE || n > META_SIZE_MASK) return NULL;
+  int saved = errno;
+  void *p = NULL;
+  if (n <= PAGE) {
+    p = region_alloc(n, meta);
+    if (p && zero) memset(p, 0, n);
+  }
+  if (!p) {
+    calloc_fn c = LOAD(real_calloc);
+    unsigned char *base = NULL;
+    if (!zero)
+      base = LOAD(hot.real_malloc)(n + PAGE);
+    else if (c)
+      base = c(1, n + PAGE);
+    if (base) {
+      unsigned char *a =
+          (unsigned char *)(((uintptr_t)base + PAGE - 1) & ~(PAGE - 1));
+      live_node *node = live_insert(a, n, (uint32_t)(a - base));
+      if (node) {
+        *meta = &node->meta;
+        p = a;
+      } else {
+        LOAD(hot.real_free)(base);
+      }
+    }
+  }
+  errno = saved;
+  return p;
+}
+
+/* A block the allocator underneath returned for a sampled request: moved to
+ * a page boundary if it is not on one (copying its n bytes when copy is
+ * set, and only if they fit in a page), or left where it is, for record()
+ * to track there. */
+NO_SAN static void *settle(void *q, size_t n, bool copy,
+                           _Atomic uint64_t **meta) {
+  *meta = NULL;
+  if (((uintptr_t)q & (PAGE - 1)) == 0 || (copy && n > PAGE)) return q;
+  void *r = place_sampled(n, false, meta);
+  if (!r) return q;
+  if (copy) memcpy(r, q, n);
+  LOAD(hot.real_free)(q);
+  return r;
 }
 
 /*
@@ -656,16 +842,19 @@ static inline bool in_alloc_text(uintptr_t pc) {
 
 /* Records a sampled allocation. Called by the allocator functions only,
  * which all live in cprof_alloc_text: the stack starts at the first frame
- * outside it, the application's call site. */
-ALLOC_TEXT static __attribute__((noinline)) void record(void *p, size_t n) {
+ * outside it, the application's call site. meta is the block's tracking
+ * word when placing it already tracked it (see place_sampled); otherwise
+ * the block is added to the live set here. */
+ALLOC_TEXT static __attribute__((noinline)) void record(
+    void *p, size_t n, _Atomic uint64_t *meta) {
   int saved = errno;
   cprof__guard_enter();
-  cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
+  cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
   if (CPROF__UNLIKELY(!agg)) {
     /* A program linked with the static library may have no constructor of
      * cprof's at all: the first sample sets the module up. */
     cprof__heap_init();
-    agg = atomic_load_explicit(&samples, memory_order_acquire);
+    agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
   }
   if (agg) {
     /* The stack table is made by the first sample rather than at start-up,
@@ -687,23 +876,51 @@ ALLOC_TEXT static __attribute__((noinline)) void record(void *p, size_t n) {
       depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
     cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
     const int64_t v[4] = {1, (int64_t)n, 1, (int64_t)n};
-    if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v) &&
-        !live_insert(p, sid, n)) {
-      inuse_add(sid, n, -1);
-      atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+    uint64_t m = make_meta(sid, n);
+    if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v)) {
+      bool tracked = false;
+      if (meta) {
+        /* Placing the block tracked it with a stack id of 0. */
+        if (m) atomic_store_explicit(meta, LOAD(*meta) | m, memory_order_relaxed);
+        tracked = m != 0;
+      } else {
+        tracked = m && live_insert(p, m, 0);
+      }
+      if (!tracked) {
+        inuse_add(sid, n, -1);
+        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+      }
     }
   }
   cprof__guard_exit();
   errno = saved;
 }
 
-/* Forgets a sampled object being freed, then frees it. */
+/* Forgets a sampled block being freed, then frees it; every other block
+ * free() cannot rule out by its address is passed on. */
 NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
-  if (CPROF__UNLIKELY(in_arena(p))) return;
-  cprof__stack_id sid;
-  size_t size;
-  if (live_remove(p, &sid, &size)) inuse_add(sid, size, -1);
-  LOAD(real_free)(p);
+  if (!p || CPROF__UNLIKELY(in_arena(p))) return;
+  if (in_region(p)) {
+    region_free(p);
+    return;
+  }
+  uint64_t meta;
+  uint32_t delta = 0;
+  if (live_find(p, true, &meta, &delta)) count_inuse(meta, -1);
+  LOAD(hot.real_free)((unsigned char *)p - delta);
+}
+
+/* A block of n bytes as malloc makes it: whether it is sampled goes to
+ * *sample and its tracking word (see record) to *meta, for the caller to
+ * record from cprof_alloc_text. */
+NO_SAN static void *alloc_block(size_t n, bool *sample,
+                                _Atomic uint64_t **meta) {
+  *meta = NULL;
+  *sample = should_sample(n);
+  void *p = *sample ? place_sampled(n, false, meta) : NULL;
+  if (!p) p = LOAD(hot.real_malloc)(n);
+  if (!p) *sample = false;
+  return p;
 }
 
 /* The exported allocator. Each one that can sample calls record() from a
@@ -712,13 +929,16 @@ NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
 
 /* malloc and free are the hottest entry points, so their common case is a
  * few instructions that need no stack frame: a thread-local countdown
- * charged up front (malloc) or one filter byte (free), then a tail call to
- * the allocator underneath. Everything else goes through the slow paths.
- * While the calling thread runs profiler code its countdown is parked at 0
- * (cprof__heap_park), so the fast path need not look at the guard. */
+ * charged up front (malloc) or a test of the pointer's low bits (free),
+ * then a tail call to the allocator underneath. Everything else goes
+ * through the slow paths. While the calling thread runs profiler code its
+ * countdown is parked at 0 (cprof__heap_park), so the fast path need not
+ * look at the guard. */
 NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *malloc_slow(size_t n) {
-  void *p = LOAD(real_malloc)(n);
-  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
+  bool sample;
+  _Atomic uint64_t *meta;
+  void *p = alloc_block(n, &sample, &meta);
+  if (CPROF__UNLIKELY(sample)) record(p, n, meta);
   return p;
 }
 
@@ -726,32 +946,36 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
   cprof__heap_sampler *s = &tls_sampler;
   if (CPROF__LIKELY(n < s->countdown)) {
     s->countdown -= n;
-    return LOAD(real_malloc)(n);
+    return LOAD(hot.real_malloc)(n);
   }
   return malloc_slow(n);
 }
 
 NO_SAN CPROF_EXPORT void free(void *p) {
-  if (CPROF__UNLIKELY(maybe_sampled(p))) {
+  if (CPROF__UNLIKELY(free_checks(p))) {
     free_slow(p);
     return;
   }
-  LOAD(real_free)(p);
+  LOAD(hot.real_free)(p);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
   calloc_fn f = REAL(real_calloc);
+  size_t total;
+  bool overflow = __builtin_mul_overflow(n, size, &total);
   if (CPROF__UNLIKELY(!f)) {
-    size_t total;
-    if (__builtin_mul_overflow(n, size, &total)) {
+    if (overflow) {
       errno = ENOMEM;
       return NULL;
     }
     return arena_alloc(16, total);
   }
-  void *p = f(n, size);
-  /* n * size cannot overflow once the allocator has succeeded. */
-  if (p && CPROF__UNLIKELY(should_sample(n * size))) record(p, n * size);
+  /* An overflowing request goes to the allocator, which fails it its way. */
+  if (overflow || CPROF__LIKELY(!should_sample(total))) return f(n, size);
+  _Atomic uint64_t *meta = NULL;
+  void *p = place_sampled(total, true, &meta);
+  if (!p) p = f(n, size);
+  if (p) record(p, total, meta);
   return p;
 }
 
@@ -759,7 +983,7 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
 NO_SAN static void *realloc_from_arena(void *p, size_t n) {
   if (n == 0) return NULL; /* glibc frees and returns NULL; arena blocks
                             * are never freed */
-  void *q = LOAD(real_malloc)(n);
+  void *q = LOAD(hot.real_malloc)(n);
   if (q) {
     size_t old = arena_size(p);
     memcpy(q, p, old < n ? old : n);
@@ -767,10 +991,69 @@ NO_SAN static void *realloc_from_arena(void *p, size_t n) {
   return q;
 }
 
-/* The common body of realloc and reallocarray; returns true when the
- * result is to be sampled (the caller records it, for the stack's sake). */
-NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample) {
+/* realloc of a block of the region: a new block, and the page freed. */
+NO_SAN static void *realloc_from_region(void *p, size_t n, bool *sample,
+                                        _Atomic uint64_t **meta) {
+  void *q = NULL;
+  if (n != 0) { /* glibc's realloc(p, 0) frees p and returns NULL */
+    q = alloc_block(n, sample, meta);
+    if (!q) return NULL; /* p stays as it was */
+    memcpy(q, p, n < PAGE ? n : PAGE);
+  }
+  region_free(p);
+  return q;
+}
+
+/* realloc of a block in the live set, already taken out of it (meta and
+ * delta as it had there). The allocator's block is reallocated with the
+ * same offset in front, so the data stays where the offset says. */
+NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
+                                    size_t n, bool *sample,
+                                    _Atomic uint64_t **out_meta) {
+  realloc_fn f = LOAD(real_realloc);
+  unsigned char *base = (unsigned char *)p - delta;
+  count_inuse(meta, -1);
+  /* A zero size reaches the allocator as zero: it decides what that
+   * means (glibc frees the block and returns NULL). */
+  size_t want = n == 0 ? 0 : n + delta;
+  unsigned char *nb = want >= n ? f(base, want) : NULL;
+  if (!nb) {
+    if (n != 0) {
+      /* The block is still there: it goes back as it was. */
+      int saved = errno;
+      if (want < n) saved = ENOMEM;
+      if (live_insert(p, meta, delta))
+        count_inuse(meta, 1);
+      else
+        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+      errno = saved;
+    }
+    return NULL;
+  }
+  if (n == 0) return nb; /* an allocator that returns a block for size 0 */
+  void *q = nb + delta;
+  *sample = should_sample(n);
+  if (delta == 0) return *sample ? settle(q, n, true, out_meta) : q;
+  /* The new block keeps its offset, so it stays tracked, sampled or not
+   * (with a stack id of 0 when not). If the live set is full, the data
+   * moves down to the allocator's own pointer instead. */
+  live_node *node = live_insert(q, n, delta);
+  if (node) {
+    *out_meta = &node->meta;
+    return q;
+  }
+  memmove(nb, q, n);
   *sample = false;
+  return nb;
+}
+
+/* The common body of realloc and reallocarray; sets *sample when the
+ * result is to be sampled, with *meta as for record() (the caller records
+ * it, for the stack's sake). */
+NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample,
+                                        _Atomic uint64_t **meta) {
+  *sample = false;
+  *meta = NULL;
   if (CPROF__UNLIKELY(in_arena(p))) return realloc_from_arena(p, n);
   realloc_fn f = REAL(real_realloc);
   if (CPROF__UNLIKELY(!f)) {
@@ -778,37 +1061,28 @@ NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample) {
                                              * exists before resolution */
     return arena_alloc(16, n);
   }
-  /* A sampled block leaves the live set before the allocator can hand its
-   * address to another thread; if realloc fails it goes back. */
-  cprof__stack_id sid = 0;
-  size_t old = 0;
-  bool was_sampled = false;
-  if (p && CPROF__UNLIKELY(maybe_sampled(p))) {
-    was_sampled = live_remove(p, &sid, &old);
-    if (was_sampled) inuse_add(sid, old, -1);
+  if (p && CPROF__UNLIKELY(free_checks(p))) {
+    if (in_region(p)) return realloc_from_region(p, n, sample, meta);
+    /* A sampled block leaves the live set before the allocator can hand
+     * its address to another thread; if realloc fails it goes back. */
+    uint64_t m;
+    uint32_t delta;
+    if (live_find(p, true, &m, &delta))
+      return realloc_tracked(p, m, delta, n, sample, meta);
   }
   void *q = f(p, n);
-  if (!q) {
-    /* Without a new block, a zero-size request freed p (glibc's rule);
-     * any other failure left it alone. */
-    if (was_sampled && n != 0) {
-      int saved = errno;
-      if (live_insert(p, sid, old))
-        inuse_add(sid, old, 1);
-      else
-        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
-      errno = saved;
-    }
-    return NULL;
+  if (q && CPROF__UNLIKELY(should_sample(n))) {
+    *sample = true;
+    q = settle(q, n, true, meta);
   }
-  *sample = should_sample(n);
   return q;
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
   bool sample;
-  void *q = realloc_impl(p, n, &sample);
-  if (CPROF__UNLIKELY(sample)) record(q, n);
+  _Atomic uint64_t *meta;
+  void *q = realloc_impl(p, n, &sample, &meta);
+  if (CPROF__UNLIKELY(sample)) record(q, n, meta);
   return q;
 }
 
@@ -819,13 +1093,29 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *reallocarray(void *p, size_t n, size_t size
     return NULL;
   }
   bool sample;
-  void *q = realloc_impl(p, total, &sample);
-  if (CPROF__UNLIKELY(sample)) record(q, total);
+  _Atomic uint64_t *meta;
+  void *q = realloc_impl(p, total, &sample, &meta);
+  if (CPROF__UNLIKELY(sample)) record(q, total, meta);
   return q;
 }
 
 NO_SAN static inline bool valid_alignment(size_t align) {
   return align != 0 && (align & (align - 1)) == 0;
+}
+
+/* The aligned allocators ask the allocator underneath first, which decides
+ * which alignments are bad; a sampled block is then settled on a page
+ * boundary, which satisfies any alignment up to a page. Their one body,
+ * always inlined, so the sampled stack still starts at the application's
+ * call site. */
+NO_SAN static inline __attribute__((always_inline)) void *
+sampled_aligned(void *p, size_t n) {
+  if (p && CPROF__UNLIKELY(should_sample(n))) {
+    _Atomic uint64_t *meta;
+    p = settle(p, n, false, &meta);
+    record(p, n, meta);
+  }
+  return p;
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
@@ -840,14 +1130,10 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT int posix_memalign(void **out, size_t align, size
     return 0;
   }
   int rc = f(out, align, n);
-  if (rc == 0 && CPROF__UNLIKELY(should_sample(n))) record(*out, n);
+  if (rc == 0) *out = sampled_aligned(*out, n);
   return rc;
 }
 
-/* aligned_alloc and memalign share their checks with the allocator
- * underneath: it decides which alignments are bad. */
-/* Their one body, always inlined, so the sampled stack still starts at the
- * application's call site. */
 NO_SAN static inline __attribute__((always_inline)) void *
 aligned_common(memalign_fn f, size_t align, size_t n) {
   if (CPROF__UNLIKELY(!f)) {
@@ -857,9 +1143,7 @@ aligned_common(memalign_fn f, size_t align, size_t n) {
     }
     return arena_alloc(align, n);
   }
-  void *p = f(align, n);
-  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
-  return p;
+  return sampled_aligned(f(align, n), n);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
@@ -873,24 +1157,26 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *memalign(size_t align, size_t n) {
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *valloc(size_t n) {
   malloc_fn f = REAL(real_valloc);
   if (CPROF__UNLIKELY(!f)) return arena_alloc(4096, n);
-  void *p = f(n);
-  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
-  return p;
+  return sampled_aligned(f(n), n);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *pvalloc(size_t n) {
   malloc_fn f = REAL(real_pvalloc);
   if (CPROF__UNLIKELY(!f)) return arena_alloc(4096, (n + 4095) & ~(size_t)4095);
-  void *p = f(n);
-  if (p && CPROF__UNLIKELY(should_sample(n))) record(p, n);
-  return p;
+  return sampled_aligned(f(n), n);
 }
 
 NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   if (in_arena(p)) return arena_size(p);
+  if (in_region(p)) return PAGE;
   usable_size_fn f = REAL(real_usable_size);
-  return f ? f(p) : 0;
+  if (!f) return 0;
+  uint64_t meta;
+  uint32_t delta;
+  if (free_checks(p) && live_find(p, false, &meta, &delta) && delta)
+    return f((unsigned char *)p - delta) - delta;
+  return f(p);
 }
 
 /*
@@ -933,9 +1219,17 @@ static void init_once_fn(void) {
   void *map = mmap(NULL, LIVE_NODES * sizeof(live_node),
                    PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (map != MAP_FAILED) nodes = map;
+  if (map != MAP_FAILED) hot.nodes = map;
+#ifndef __SANITIZE_THREAD__
+  /* Under TSan, pages passed between threads by cprof's own (uninstrumented)
+   * stack would look like races: sampled blocks are placed by the
+   * allocator underneath instead. */
+  map = mmap(NULL, REGION_PAGES * PAGE, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map != MAP_FAILED) atomic_store(&hot.region, (unsigned char *)map);
+#endif
   cprof__agg *agg = cprof__agg_new(4, HEAP_RECORDS);
-  atomic_store_explicit(&samples, agg, memory_order_release);
+  atomic_store_explicit(&hot.samples, agg, memory_order_release);
   pthread_atfork(NULL, NULL, atfork_child);
   find_operator_new();
   reseed_current_thread();
@@ -964,21 +1258,26 @@ long cprof_heap_set_rate(long rate) {
 /* Counted when asked, not kept: a counter every sample and every sampled
  * free updated was a cache line both threads of a churn fought over. */
 uint64_t cprof__heap_live_sampled(void) {
-  size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
-  if (!nodes) return 0;
-  if (used > LIVE_NODES) used = LIVE_NODES;
   uint64_t n = 0;
-  for (size_t i = 0; i < used; i++) n += LOAD(nodes[i].addr) != 0;
+  size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
+  if (used > LIVE_NODES) used = LIVE_NODES;
+  for (size_t i = 0; hot.nodes && i < used; i++)
+    n += LOAD(hot.nodes[i].addr) != 0 && LOAD(hot.nodes[i].meta) >> META_SIZE_BITS;
+  size_t pages = LOAD(region_used);
+  if (pages > REGION_PAGES) pages = REGION_PAGES;
+  for (size_t i = 0; i < pages; i++)
+    n += LOAD(region_meta[i]) >> META_SIZE_BITS != 0;
   return n;
 }
 uint64_t cprof__heap_thread_countdown(void) { return tls_sampler.countdown; }
+uint64_t cprof__heap_unaligned_live(void) { return LOAD(hot.unaligned_live); }
 uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
 
 /* The profiles. Records are raw sampled counts; writing unsamples them. */
 
 static int heap_collect(cprof__records *out) {
   cprof__heap_init();
-  cprof__agg *agg = atomic_load_explicit(&samples, memory_order_acquire);
+  cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
   if (!agg) return CPROF_ENOMEM;
   return cprof__records_from_agg(out, agg);
 }
@@ -1066,7 +1365,7 @@ static int write_pprof(const cprof__records *recs, int64_t duration_ns,
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
-  cprof__prof_drop_comment(p, atomic_load(&samples));
+  cprof__prof_drop_comment(p, atomic_load(&hot.samples));
   char text[160];
   snprintf(text, sizeof text,
            "cprof heap: %llu sampled objects were not tracked to their free "

@@ -18,6 +18,9 @@
 #include "registry.h"
 
 #define CPROF__HEAP_DEFAULT_RATE 524288
+/* From this rate up, sampled blocks are placed on page boundaries, where
+ * free() recognises them by their address alone (heap.c). */
+#define CPROF__HEAP_ALIGN_MIN_RATE 65536
 
 CPROF__HIDDEN extern const cprof__profile_def cprof__heap_profile;
 CPROF__HIDDEN extern const cprof__profile_def cprof__allocs_profile;
@@ -75,6 +78,9 @@ CPROF__HIDDEN double cprof__heap_exp(double x);
  * many sampled objects could not be tracked (the live table was full). */
 CPROF__HIDDEN uint64_t cprof__heap_live_sampled(void);
 CPROF__HIDDEN uint64_t cprof__heap_untracked(void);
+/* How many live sampled blocks are tracked off a page boundary (while any
+ * are, every free() takes the slow path). */
+CPROF__HIDDEN uint64_t cprof__heap_unaligned_live(void);
 /* The calling thread's countdown as malloc sees it (0 while parked). */
 CPROF__HIDDEN uint64_t cprof__heap_thread_countdown(void);
 

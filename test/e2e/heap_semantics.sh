@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The malloc family keeps libc's semantics with cprof in the way: the same
 # program, linked with cprof, built without it, and preloaded, at the
-# default rate and sampling every allocation, must observe exactly the same
-# results as without cprof (test/progs/heap_semantics.c).
+# default rate, sampling every allocation, and at the lowest rate that
+# places sampled blocks on page boundaries (where many blocks are moved to
+# cprof's region or over-allocated), must observe exactly the same results
+# as without cprof (test/progs/heap_semantics.c).
 source "$(dirname "$0")/lib.bash"
 
 # Sanitizer allocators abort on impossible requests unless told to fail
@@ -29,13 +31,15 @@ run() {
 run plain "$plain"
 run linked "$linked"
 run linked_rate1 env CPROF_HEAP_RATE=1 "$linked"
-variants="linked linked_rate1"
+run linked_placed env CPROF_HEAP_RATE=65536 "$linked"
+variants="linked linked_rate1 linked_placed"
 # A sanitizer runtime preloaded ahead of cprof keeps malloc for itself, so
 # the preloaded runs only test cprof in a build without sanitizers.
 if [ "$env" = "$CPROF_BUILD/libcprof.so" ]; then
   run preloaded env LD_PRELOAD="$env" "$plain"
   run preloaded_rate1 env CPROF_HEAP_RATE=1 LD_PRELOAD="$env" "$plain"
-  variants="$variants preloaded preloaded_rate1"
+  run preloaded_placed env CPROF_HEAP_RATE=65536 LD_PRELOAD="$env" "$plain"
+  variants="$variants preloaded preloaded_rate1 preloaded_placed"
 else
   echo "skip: preloaded runs (a sanitizer runtime owns malloc)"
 fi
