@@ -36,6 +36,7 @@
 
 #include "env.h"
 #include "heap.h"
+#include "hmap.h"
 #include "mem.h"
 #include "profile.h"
 #include "stack.h"
@@ -686,18 +687,6 @@ NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
   return false;
 }
 
-static void inuse_add(cprof__stack_id sid, size_t size, int64_t sign) {
-  cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
-  const int64_t v[4] = {0, 0, sign, sign * (int64_t)size};
-  if (agg) cprof__agg_add(agg, sid, cprof__heap_size_class(size), v);
-}
-
-/* Counts a tracked block in or out of the in-use figures. */
-NO_SAN static void count_inuse(uint64_t meta, int64_t sign) {
-  cprof__stack_id sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
-  if (sid) inuse_add(sid, (size_t)(meta & META_SIZE_MASK), sign);
-}
-
 /* Frees a block of the region. A pointer inside a page, or a page not in
  * use (freed twice), is not one cprof handed out: it is left alone. */
 NO_SAN static void region_free(const void *p) {
@@ -706,9 +695,7 @@ NO_SAN static void region_free(const void *p) {
   size_t i = off / PAGE;
   uint64_t meta = atomic_exchange_explicit(&region_meta[i], 0,
                                            memory_order_acq_rel);
-  if (!(meta & REGION_BUSY)) return;
-  count_inuse(meta, -1);
-  region_release(i);
+  if (meta & REGION_BUSY) region_release(i);
 }
 
 /* Where a sampled block of n bytes goes so that free() knows it by its
@@ -875,7 +862,7 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
     if (depth >= 1 && in_operator_new(pcs[0]))
       depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
     cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
-    const int64_t v[4] = {1, (int64_t)n, 1, (int64_t)n};
+    const int64_t v[2] = {1, (int64_t)n};
     uint64_t m = make_meta(sid, n);
     if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v)) {
       bool tracked = false;
@@ -886,10 +873,7 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
       } else {
         tracked = m && live_insert(p, m, 0);
       }
-      if (!tracked) {
-        inuse_add(sid, n, -1);
-        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
-      }
+      if (!tracked) atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
     }
   }
   cprof__guard_exit();
@@ -906,7 +890,7 @@ NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
   }
   uint64_t meta;
   uint32_t delta = 0;
-  if (live_find(p, true, &meta, &delta)) count_inuse(meta, -1);
+  live_find(p, true, &meta, &delta);
   LOAD(hot.real_free)((unsigned char *)p - delta);
 }
 
@@ -1012,7 +996,6 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
                                     _Atomic uint64_t **out_meta) {
   realloc_fn f = LOAD(real_realloc);
   unsigned char *base = (unsigned char *)p - delta;
-  count_inuse(meta, -1);
   /* A zero size reaches the allocator as zero: it decides what that
    * means (glibc frees the block and returns NULL). */
   size_t want = n == 0 ? 0 : n + delta;
@@ -1022,9 +1005,7 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
       /* The block is still there: it goes back as it was. */
       int saved = errno;
       if (want < n) saved = ENOMEM;
-      if (live_insert(p, meta, delta))
-        count_inuse(meta, 1);
-      else
+      if (!live_insert(p, meta, delta))
         atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
       errno = saved;
     }
@@ -1228,7 +1209,7 @@ static void init_once_fn(void) {
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map != MAP_FAILED) atomic_store(&hot.region, (unsigned char *)map);
 #endif
-  cprof__agg *agg = cprof__agg_new(4, HEAP_RECORDS);
+  cprof__agg *agg = cprof__agg_new(2, HEAP_RECORDS);
   atomic_store_explicit(&hot.samples, agg, memory_order_release);
   pthread_atfork(NULL, NULL, atfork_child);
   find_operator_new();
@@ -1255,31 +1236,85 @@ long cprof_heap_set_rate(long rate) {
   return prev;
 }
 
+/* Calls fn with the tracking word of every live sampled block, skipping
+ * those kept only for their offset (stack id 0). Blocks allocated or freed
+ * meanwhile may or may not be seen. */
+static void foreach_live(void (*fn)(uint64_t meta, void *ctx), void *ctx) {
+  size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
+  if (used > LIVE_NODES) used = LIVE_NODES;
+  for (size_t i = 0; hot.nodes && i < used; i++) {
+    uint64_t m = LOAD(hot.nodes[i].meta);
+    if (LOAD(hot.nodes[i].addr) != 0 && m >> META_SIZE_BITS) fn(m, ctx);
+  }
+  size_t pages = LOAD(region_used);
+  if (pages > REGION_PAGES) pages = REGION_PAGES;
+  for (size_t i = 0; i < pages; i++) {
+    uint64_t m = LOAD(region_meta[i]);
+    if (m >> META_SIZE_BITS) fn(m & ~REGION_BUSY, ctx);
+  }
+}
+
+static void count_live(uint64_t meta, void *ctx) {
+  (void)meta;
+  ++*(uint64_t *)ctx;
+}
+
 /* Counted when asked, not kept: a counter every sample and every sampled
  * free updated was a cache line both threads of a churn fought over. */
 uint64_t cprof__heap_live_sampled(void) {
   uint64_t n = 0;
-  size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
-  if (used > LIVE_NODES) used = LIVE_NODES;
-  for (size_t i = 0; hot.nodes && i < used; i++)
-    n += LOAD(hot.nodes[i].addr) != 0 && LOAD(hot.nodes[i].meta) >> META_SIZE_BITS;
-  size_t pages = LOAD(region_used);
-  if (pages > REGION_PAGES) pages = REGION_PAGES;
-  for (size_t i = 0; i < pages; i++)
-    n += LOAD(region_meta[i]) >> META_SIZE_BITS != 0;
+  foreach_live(count_live, &n);
   return n;
 }
 uint64_t cprof__heap_thread_countdown(void) { return tls_sampler.countdown; }
 uint64_t cprof__heap_unaligned_live(void) { return LOAD(hot.unaligned_live); }
 uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
 
-/* The profiles. Records are raw sampled counts; writing unsamples them. */
+/* The profiles. Records are raw sampled counts; writing unsamples them.
+ * The allocation counts are aggregated as samples are taken; the in-use
+ * counts are summed over the live sampled blocks when the records are
+ * collected, so that freeing a sampled block touches no shared counter. */
+
+typedef struct inuse_ctx {
+  cprof__records *recs;
+  cprof__hmap index; /* (stack id << 32 | size class) + 1 -> record + 1 */
+  int err;
+} inuse_ctx;
+
+static uint64_t inuse_key(cprof__stack_id sid, uint32_t tag) {
+  return ((uint64_t)sid << 32 | tag) + 1;
+}
+
+static void add_inuse(uint64_t meta, void *ctx) {
+  inuse_ctx *c = ctx;
+  if (c->err) return;
+  cprof__stack_id sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
+  size_t size = (size_t)(meta & META_SIZE_MASK);
+  uint32_t tag = cprof__heap_size_class(size);
+  uint64_t pos;
+  if (!cprof__hmap_get(&c->index, inuse_key(sid, tag), &pos)) {
+    /* Its allocation was sampled before the counts were last reset. */
+    static const int64_t zero[2];
+    c->err = cprof__records_add(c->recs, sid, tag, zero, 2);
+    pos = c->recs->len;
+    if (!c->err) c->err = cprof__hmap_put(&c->index, inuse_key(sid, tag), pos);
+    if (c->err) return;
+  }
+  c->recs->v[pos - 1].v[2] += 1;
+  c->recs->v[pos - 1].v[3] += (int64_t)size;
+}
 
 static int heap_collect(cprof__records *out) {
   cprof__heap_init();
   cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
   if (!agg) return CPROF_ENOMEM;
-  return cprof__records_from_agg(out, agg);
+  inuse_ctx c = {out, {0}, cprof__records_from_agg(out, agg)};
+  for (size_t i = 0; !c.err && i < out->len; i++)
+    c.err = cprof__hmap_put(&c.index, inuse_key(out->v[i].sid, out->v[i].tag),
+                            i + 1);
+  if (!c.err) foreach_live(add_inuse, &c);
+  cprof__hmap_free(&c.index);
+  return c.err;
 }
 
 static long heap_entries(void) {
