@@ -1,7 +1,10 @@
 /*
- * Aggregation tables. A table owns two zeroed arrays allocated when it is
- * created: open-addressing keys (linear probing) and nvalues counters per
- * key. cprof__agg_add() runs in signal context: it only loads, CASes and
+ * Aggregation tables. A table owns one zeroed mapping made when it is
+ * created: open-addressing keys (linear probing), then nvalues counters per
+ * key. It comes from mmap rather than calloc, so that its pages are the
+ * kernel's zero pages until a key lands on them: a table sized for
+ * thousands of stacks costs a program that records a few almost nothing
+ * (calloc would clear it all whenever it came from the heap). cprof__agg_add() runs in signal context: it only loads, CASes and
  * adds atomics, never locks, allocates or waits. Creation, foreach, clear
  * and free run in normal context.
  *
@@ -13,6 +16,7 @@
  * at some moment, not a snapshot of the whole table.
  */
 #include <stdatomic.h>
+#include <sys/mman.h>
 
 #include "agg.h"
 #include "mem.h"
@@ -26,6 +30,7 @@ struct cprof__agg {
   size_t nslots;   /* a power of two, at least capacity * 4 / 3 */
   _Atomic uint64_t *keys;
   _Atomic int64_t *vals; /* nslots * nvalues */
+  size_t map_len;
   _Atomic size_t used;
   _Atomic uint64_t drops;
 };
@@ -42,19 +47,22 @@ cprof__agg *cprof__agg_new(size_t nvalues, size_t capacity) {
   a->nvalues = nvalues;
   a->capacity = capacity;
   a->nslots = nslots;
-  a->keys = cprof__calloc(nslots, sizeof(*a->keys));
-  a->vals = cprof__calloc(nslots * nvalues, sizeof(*a->vals));
-  if (!a->keys || !a->vals) {
-    cprof__agg_free(a);
+  size_t keys_len = nslots * sizeof(*a->keys);
+  a->map_len = keys_len + nslots * nvalues * sizeof(*a->vals);
+  void *map = mmap(NULL, a->map_len, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) {
+    cprof__free(a);
     return NULL;
   }
+  a->keys = map;
+  a->vals = (_Atomic int64_t *)((char *)map + keys_len);
   return a;
 }
 
 void cprof__agg_free(cprof__agg *a) {
   if (!a) return;
-  cprof__free((void *)a->keys);
-  cprof__free((void *)a->vals);
+  munmap((void *)a->keys, a->map_len);
   cprof__free(a);
 }
 
