@@ -77,10 +77,11 @@ static _Alignas(64) struct {
   _Atomic(malloc_fn) real_malloc;
   _Atomic(free_fn) real_free;
   _Atomic uint64_t unaligned_live;
+  _Atomic uint64_t listed; /* blocks in the live set */
   _Atomic(unsigned char *) region;
   _Atomic(cprof__agg *) samples;
   live_node *nodes;
-} hot = {bootstrap_malloc, bootstrap_free, 0, NULL, NULL, NULL};
+} hot = {bootstrap_malloc, bootstrap_free, 0, 0, NULL, NULL, NULL};
 static _Atomic(calloc_fn) real_calloc;
 static _Atomic(realloc_fn) real_realloc;
 static _Atomic(posix_memalign_fn) real_posix_memalign;
@@ -656,6 +657,7 @@ NO_SAN static live_node *live_insert(void *p, uint64_t meta, uint32_t delta) {
   atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
   atomic_store_explicit(&n->delta, delta, memory_order_relaxed);
   filter_add(p, 1);
+  atomic_fetch_add_explicit(&hot.listed, 1, memory_order_relaxed);
   if ((uintptr_t)p & (PAGE - 1))
     atomic_fetch_add_explicit(&hot.unaligned_live, 1, memory_order_relaxed);
   return n;
@@ -668,7 +670,11 @@ NO_SAN static live_node *live_insert(void *p, uint64_t meta, uint32_t delta) {
  * instrumented code, and a pointer the filter cannot rule out gets here. */
 NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
                              uint32_t *delta) {
-  if (!p || !maybe_sampled(p)) return false;
+  /* An empty set answers from the line every free() reads: the pointers
+   * the allocator puts on a page boundary by chance get no further. A
+   * block's insert is seen here, as the count is raised before the
+   * block is handed out. */
+  if (!p || LOAD(hot.listed) == 0 || !maybe_sampled(p)) return false;
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
        i = atomic_load_explicit(&hot.nodes[i - 1].next, memory_order_acquire)) {
@@ -679,6 +685,7 @@ NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
     if (remove) {
       atomic_store_explicit(&n->addr, 0, memory_order_release);
       filter_add(p, -1);
+      atomic_fetch_sub_explicit(&hot.listed, 1, memory_order_relaxed);
       if ((uintptr_t)p & (PAGE - 1))
         atomic_fetch_sub_explicit(&hot.unaligned_live, 1, memory_order_relaxed);
     }
