@@ -72,8 +72,18 @@ typedef struct config {
   const char *name, *preload, *malloc_conf;
 } config;
 
-/* Runs the configurations in turn, runs times over; prints each median
- * and its ratio to the first's. */
+/* The median of the per-round ratios of configuration k to the first:
+ * each round runs every configuration back to back, so a ratio within a
+ * round cancels the machine's slower drifts, which move whole rounds. */
+static double paired_ratio(result r[][MAX_RUNS], int k, int runs) {
+  double q[MAX_RUNS];
+  for (int i = 0; i < runs; i++) q[i] = r[k][i].cpu / r[0][i].cpu;
+  qsort(q, (size_t)runs, sizeof *q, by_double);
+  return runs % 2 ? q[runs / 2] : (q[runs / 2 - 1] + q[runs / 2]) / 2;
+}
+
+/* Runs the configurations in turn, runs times over; prints each median,
+ * its ratio to the first's, and the median of the per-round ratios. */
 static int compare(const config *c, int n, int runs) {
   static result r[4][MAX_RUNS];
   for (int i = 0; i < runs; i++) {
@@ -93,8 +103,10 @@ static int compare(const config *c, int n, int runs) {
       rss0 = rss;
       printf("%-26s cpu %.4f s  maxrss %.1f MiB\n", c[k].name, cpu, rss / 1024);
     } else {
-      printf("%-26s cpu %.4f s  maxrss %.1f MiB  cpu ratio %.3f  rss %+.1f MiB\n",
-             c[k].name, cpu, rss / 1024, cpu / cpu0, (rss - rss0) / 1024);
+      printf("%-26s cpu %.4f s  maxrss %.1f MiB  cpu ratio %.3f (paired %.3f)  "
+             "rss %+.1f MiB\n",
+             c[k].name, cpu, rss / 1024, cpu / cpu0, paired_ratio(r, k, runs),
+             (rss - rss0) / 1024);
     }
   }
   return 0;
