@@ -66,6 +66,8 @@ void cprof__agg_free(cprof__agg *a) {
   cprof__free(a);
 }
 
+#define CLUSTER 64
+
 static uint64_t mix(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdull;
@@ -91,7 +93,12 @@ bool cprof__agg_add(cprof__agg *a, cprof__stack_id sid, uint32_t tag,
   if (sid == CPROF__STACK_NONE) return drop(a);
   uint64_t key = (uint64_t)sid << 32 | tag;
   size_t mask = a->nslots - 1;
-  size_t i = (size_t)mix(key) & mask;
+  /* A stack's keys start within one window of CLUSTER slots: the tags of
+   * a stack (the heap's size classes, say) share a page or two of the
+   * table instead of landing on a page each, and every page first
+   * touched costs a fault. */
+  size_t i = (((size_t)mix(sid) & ~(size_t)(CLUSTER - 1)) |
+              ((size_t)mix(key) & (CLUSTER - 1))) & mask;
   for (size_t probes = 0; probes < a->nslots; probes++, i = (i + 1) & mask) {
     uint64_t cur = atomic_load_explicit(&a->keys[i], memory_order_relaxed);
     if (cur == 0) {
