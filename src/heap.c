@@ -8,23 +8,26 @@
  * (constructors, thread teardown, a fork child) and sit on the program's
  * hottest path. They must never allocate through the application's path,
  * take a lock, or change errno on success, and their unsampled path must
- * stay a thread-local decrement and a branch (malloc) or one byte of a
- * filter (free). Only a sampled allocation walks the stack, and that
+ * stay a thread-local decrement and a branch (malloc) or a test of the
+ * pointer's bits (free). Only a sampled allocation walks the stack, and that
  * path is allocation-free: the walker, the stack table and the aggregation
  * table are all preallocated and lock-free.
  *
- * Recognising the free of a sampled object: a lock-free address set in the
- * style of Chromium's LockFreeAddressHashSet (buckets of singly linked
- * nodes that are never unlinked; a removed node's address is cleared and
- * the node is reused by a later insert into the same bucket). free()
- * consults it only when a counting filter indexed by address says the
- * address may be in it; see docs/heap.md for the costs.
+ * Recognising the free of a sampled block: sampled blocks start on a page
+ * boundary (small ones in pages of cprof's own region, larger ones
+ * over-allocated by a page), so free()'s fast path tests the pointer's low
+ * bits and touches no table. Only page-aligned pointers go further: to the
+ * region's tracking words, or to a lock-free address set in the style of
+ * Chromium's LockFreeAddressHashSet (buckets of singly linked nodes that
+ * are never unlinked) behind a counting filter. See "Recognising the free
+ * of a sampled block" below and docs/heap.md for the costs.
  */
 #include <dlfcn.h>
 #include <errno.h>
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,20 +71,61 @@ typedef size_t (*usable_size_fn)(void *);
  * their fast paths can call through without a check. */
 static void *bootstrap_malloc(size_t n);
 static void bootstrap_free(void *p);
+static void free_slow(void *p);
 typedef struct live_node live_node;
 
 /* What malloc() and free() read on every call, with the few pointers the
  * sampled paths start from, in one cache line that is written only at
- * set-up (and, for unaligned_live, in the rare case described with it). */
+ * set-up (and, for free_next and the counts, in the rare cases described
+ * with them). */
 static _Alignas(64) struct {
   _Atomic(malloc_fn) real_malloc;
   _Atomic(free_fn) real_free;
+  /* Where free() sends a pointer that is not on a page boundary: the
+   * allocator's free, or free_slow while unaligned sampled blocks live. */
+  _Atomic(free_fn) free_next;
   _Atomic uint64_t unaligned_live;
   _Atomic uint64_t listed; /* blocks in the live set */
   _Atomic(unsigned char *) region;
   _Atomic(cprof__agg *) samples;
   live_node *nodes;
-} hot = {bootstrap_malloc, bootstrap_free, 0, 0, NULL, NULL, NULL};
+} hot = {bootstrap_malloc, bootstrap_free, bootstrap_free, 0, 0, NULL, NULL, NULL};
+
+/*
+ * free_next follows hot.unaligned_live: free_slow while it is not zero,
+ * the allocator's free otherwise. It is recomputed from the count under a
+ * lock whenever the count leaves or reaches zero, and the thread whose
+ * insert raised the count from zero does so before it hands its block
+ * out, so a free of any unaligned sampled block finds free_slow. The lock
+ * is taken only at those transitions (and around fork, so that a child
+ * never inherits it held).
+ */
+static atomic_flag free_next_lock = ATOMIC_FLAG_INIT;
+
+NO_SAN static void lock_free_next(void) {
+  while (atomic_flag_test_and_set_explicit(&free_next_lock,
+                                           memory_order_acquire))
+    sched_yield();
+}
+
+NO_SAN static void unlock_free_next(void) {
+  atomic_flag_clear_explicit(&free_next_lock, memory_order_release);
+}
+
+NO_SAN static void update_free_next(void) {
+  lock_free_next();
+  free_fn f = atomic_load(&hot.unaligned_live) != 0 ? free_slow
+                                                    : atomic_load(&hot.real_free);
+  atomic_store_explicit(&hot.free_next, f, memory_order_release);
+  unlock_free_next();
+}
+
+NO_SAN static void count_unaligned(int64_t delta) {
+  uint64_t before = atomic_fetch_add_explicit(
+      &hot.unaligned_live, (uint64_t)delta, memory_order_relaxed);
+  if (before == (delta > 0 ? 0 : 1)) update_free_next();
+}
+
 static _Atomic(calloc_fn) real_calloc;
 static _Atomic(realloc_fn) real_realloc;
 static _Atomic(posix_memalign_fn) real_posix_memalign;
@@ -167,6 +211,7 @@ NO_SAN static __attribute__((noinline, cold)) void resolve(void) {
     return;
   }
   atomic_store(&hot.real_free, f);
+  update_free_next();
   atomic_store(&hot.real_malloc, m);
   atomic_store(&real_calloc, (calloc_fn)next_symbol("calloc", "__libc_calloc"));
   atomic_store(&real_realloc,
@@ -658,8 +703,7 @@ NO_SAN static live_node *live_insert(void *p, uint64_t meta, uint32_t delta) {
   atomic_store_explicit(&n->delta, delta, memory_order_relaxed);
   filter_add(p, 1);
   atomic_fetch_add_explicit(&hot.listed, 1, memory_order_relaxed);
-  if ((uintptr_t)p & (PAGE - 1))
-    atomic_fetch_add_explicit(&hot.unaligned_live, 1, memory_order_relaxed);
+  if ((uintptr_t)p & (PAGE - 1)) count_unaligned(1);
   return n;
 }
 
@@ -686,8 +730,7 @@ NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
       atomic_store_explicit(&n->addr, 0, memory_order_release);
       filter_add(p, -1);
       atomic_fetch_sub_explicit(&hot.listed, 1, memory_order_relaxed);
-      if ((uintptr_t)p & (PAGE - 1))
-        atomic_fetch_sub_explicit(&hot.unaligned_live, 1, memory_order_relaxed);
+      if ((uintptr_t)p & (PAGE - 1)) count_unaligned(-1);
     }
     return true;
   }
@@ -953,21 +996,6 @@ slow:
   return malloc_slow(n);
 }
 
-/* The same test as free_checks(), with the count compared in memory. */
-NO_SAN CPROF_EXPORT void free(void *p) {
-  __asm__ goto("testl $4095, %k0\n\t"
-               "je %l[slow]\n\t"
-               "cmpq $0, %1\n\t"
-               "jne %l[slow]"
-               :
-               : "r"(p), "m"(hot.unaligned_live)
-               : "cc"
-               : slow);
-  LOAD(hot.real_free)(p);
-  return;
-slow:
-  free_slow(p);
-}
 #else
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
   cprof__heap_sampler *s = &tls_sampler;
@@ -977,15 +1005,17 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
   }
   return malloc_slow(n);
 }
+#endif
 
+/* A pointer on a page boundary may be a sampled block; any other goes to
+ * free_next (see update_free_next). */
 NO_SAN CPROF_EXPORT void free(void *p) {
-  if (CPROF__UNLIKELY(free_checks(p))) {
+  if (CPROF__UNLIKELY(((uintptr_t)p & (PAGE - 1)) == 0)) {
     free_slow(p);
     return;
   }
-  LOAD(hot.real_free)(p);
+  LOAD(hot.free_next)(p);
 }
-#endif
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
   calloc_fn f = REAL(real_calloc);
@@ -1230,7 +1260,11 @@ static void reseed_current_thread(void) {
     s->countdown = countdown;
 }
 
+static void atfork_prepare(void) { lock_free_next(); }
+static void atfork_parent(void) { unlock_free_next(); }
+
 static void atfork_child(void) {
+  unlock_free_next();
   int running = RESOLVE_RUNNING;
   atomic_compare_exchange_strong(&resolve_state, &running, RESOLVE_IDLE);
   reseed_current_thread();
@@ -1255,7 +1289,7 @@ static void init_once_fn(void) {
 #endif
   cprof__agg *agg = cprof__agg_new(2, HEAP_RECORDS);
   atomic_store_explicit(&hot.samples, agg, memory_order_release);
-  pthread_atfork(NULL, NULL, atfork_child);
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
   find_operator_new();
   reseed_current_thread();
   atomic_store_explicit(&ready, true, memory_order_release);
