@@ -222,7 +222,7 @@ static int find_mapping(uintptr_t pc) {
 }
 
 /* dlopens lib, refreshes, and symbolizes sym in it. libz is always loaded
- * already (libdw needs it); libm usually is not, so it shows a new mapping
+ * already (cprof links it); libm usually is not, so it shows a new mapping
  * appearing and the cache being dropped. */
 static void check_dlopen(const char *lib, const char *sym) {
   cprof__sym_lock();
