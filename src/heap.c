@@ -328,11 +328,15 @@ NO_SAN double cprof__heap_ln(double x) {
     m *= 0.5;
     e++;
   }
-  /* ln(m) = 2 atanh(t) with |t| <= 0.172: ten terms reach double
-   * precision. */
+  /* ln(m) = 2 atanh(t) with |t| <= 0.172: eleven terms reach double
+   * precision. The reciprocals are constants, so that a draw (one per
+   * sample) costs no division but the one for t. */
+  static const double inv_odd[] = {1.0,      1.0 / 3,  1.0 / 5,  1.0 / 7,
+                                   1.0 / 9,  1.0 / 11, 1.0 / 13, 1.0 / 15,
+                                   1.0 / 17, 1.0 / 19, 1.0 / 21};
   double t = (m - 1) / (m + 1), t2 = t * t, p = t, sum = 0;
-  for (int k = 1; k <= 21; k += 2) {
-    sum += p / k;
+  for (size_t k = 0; k < sizeof inv_odd / sizeof inv_odd[0]; k++) {
+    sum += p * inv_odd[k];
     p *= t2;
   }
   return e * LN2 + 2 * sum;
@@ -587,6 +591,12 @@ static _Atomic uint32_t region_next[REGION_PAGES];
 static _Alignas(64) _Atomic uint64_t region_head; /* tag << 32 | top + 1 */
 static _Atomic uint32_t region_used;
 
+/* The page of the region this thread freed last, kept for its next
+ * sample (index + 1; 0 when none): a thread that frees its own samples,
+ * as most do, then never touches the free list other threads share. It
+ * goes back to the list when the thread exits (cprof__heap_thread_exit). */
+static __thread uint32_t tls_spare CPROF__TLS;
+
 NO_SAN static inline bool in_region(const void *p) {
   unsigned char *r = LOAD(hot.region);
   return r && (uintptr_t)p - (uintptr_t)r < REGION_PAGES * PAGE;
@@ -598,6 +608,11 @@ NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
   uint64_t head = atomic_load_explicit(&region_head, memory_order_acquire);
   size_t i;
   for (;;) {
+    if (tls_spare) {
+      i = tls_spare - 1;
+      tls_spare = 0;
+      break;
+    }
     uint32_t top = (uint32_t)head;
     if (top == 0) {
       if (LOAD(region_used) >= REGION_PAGES) return NULL;
@@ -745,7 +760,11 @@ NO_SAN static void region_free(const void *p) {
   size_t i = off / PAGE;
   uint64_t meta = atomic_exchange_explicit(&region_meta[i], 0,
                                            memory_order_acq_rel);
-  if (meta & REGION_BUSY) region_release(i);
+  if (!(meta & REGION_BUSY)) return;
+  if (tls_spare)
+    region_release(i);
+  else
+    tls_spare = (uint32_t)(i + 1);
 }
 
 /* Where a sampled block of n bytes goes so that free() knows it by its
@@ -1344,6 +1363,16 @@ uint64_t cprof__heap_live_sampled(void) {
   foreach_live(count_live, &n);
   return n;
 }
+void cprof__heap_thread_exit(void) {
+  if (tls_spare) region_release(tls_spare - 1);
+  tls_spare = 0;
+}
+
+uint64_t cprof__heap_region_pages(void) {
+  size_t used = LOAD(region_used);
+  return used < REGION_PAGES ? used : REGION_PAGES;
+}
+
 uint64_t cprof__heap_thread_countdown(void) { return tls_sampler.countdown; }
 uint64_t cprof__heap_unaligned_live(void) { return LOAD(hot.unaligned_live); }
 uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }

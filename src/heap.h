@@ -78,6 +78,13 @@ CPROF__HIDDEN double cprof__heap_exp(double x);
  * many sampled objects could not be tracked (the live table was full). */
 CPROF__HIDDEN uint64_t cprof__heap_live_sampled(void);
 CPROF__HIDDEN uint64_t cprof__heap_untracked(void);
+/* Hands back what the calling thread keeps for its next sample (a page of
+ * the region); for a thread's exit. */
+CPROF__HIDDEN void cprof__heap_thread_exit(void);
+/* How many pages of the region have ever been handed out (the free ones
+ * included): its high-water mark. */
+CPROF__HIDDEN uint64_t cprof__heap_region_pages(void);
+
 /* How many live sampled blocks are tracked off a page boundary (while any
  * are, every free() takes the slow path). */
 CPROF__HIDDEN uint64_t cprof__heap_unaligned_live(void);

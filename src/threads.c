@@ -17,6 +17,7 @@
 
 #include "agg.h"
 #include "cpu.h"
+#include "heap.h"
 #include "mem.h"
 #include "profile.h"
 #include "stack.h"
@@ -52,6 +53,7 @@ static void thread_exiting(void *arg) {
   const thread_start *start = arg;
   cprof__guard_enter();
   cprof__cpu_thread_exiting();
+  cprof__heap_thread_exit();
   cprof__stack_unregister_thread();
   cprof__guard_exit();
   if (start->cprof_thread) cprof__guard_exit();

@@ -380,6 +380,35 @@ static void *placement_thread(void *arg) {
   return NULL;
 }
 
+/* Samples page-sized blocks and frees them, on a thread of its own. */
+static void *sample_and_exit(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 200; i++) {
+    void *volatile p = malloc(4096); /* volatile: not optimised out */
+    free(p);
+  }
+  return NULL;
+}
+
+/* A thread keeps the region page it freed last for its next sample and
+ * hands it back when it exits: threads that come and go do not strand
+ * pages. */
+static void test_region_thread_exit(void) {
+  long prev = cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
+  uint64_t before = cprof__heap_region_pages();
+  for (int i = 0; i < 60; i++) {
+    pthread_t t;
+    pthread_create(&t, NULL, sample_and_exit, NULL);
+    pthread_join(t, NULL);
+  }
+  uint64_t after = cprof__heap_region_pages();
+#ifndef __SANITIZE_THREAD__
+  CHECK(after > 0); /* the threads did sample into the region */
+#endif
+  CHECK(after - before < 20);
+  cprof_heap_set_rate(prev);
+}
+
 static void test_placement(void) {
   long prev = cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
   uint64_t live = cprof__heap_live_sampled();
@@ -425,6 +454,7 @@ int main(void) {
   RUN(test_park);
   /* Before test_threads: under TSan its stacks fill the record table. */
   RUN(test_placement);
+  RUN(test_region_thread_exit);
   RUN(test_threads);
   return TEST_RESULT();
 }
