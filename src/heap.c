@@ -896,6 +896,29 @@ static inline bool in_alloc_text(uintptr_t pc) {
          (uintptr_t)(__stop_cprof_alloc_text - __start_cprof_alloc_text);
 }
 
+/* The stack a thread sampled last, by its hash: a thread that keeps
+ * allocating from the same place (as the sampled ones mostly do) finds its
+ * stack's id here, not in the shared table. Two different stacks with the
+ * same 64-bit hash would be merged; the table itself compares frames. */
+static __thread struct {
+  uint64_t hash;
+  size_t depth;
+  cprof__stack_id sid;
+} tls_last_stack CPROF__TLS;
+
+static cprof__stack_id intern_stack(const uintptr_t *pcs, size_t depth) {
+  uint64_t h = cprof__stacktab_hash(pcs, depth);
+  if (h == tls_last_stack.hash && depth == tls_last_stack.depth)
+    return tls_last_stack.sid;
+  cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
+  if (sid > CPROF__STACK_OVERFLOW) {
+    tls_last_stack.hash = h;
+    tls_last_stack.depth = depth;
+    tls_last_stack.sid = sid;
+  }
+  return sid;
+}
+
 /* Records a sampled allocation. Called by the allocator functions only,
  * which all live in cprof_alloc_text: the stack starts at the first frame
  * outside it, the application's call site. meta is the block's tracking
@@ -930,7 +953,7 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
     size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), skip);
     if (depth >= 1 && in_operator_new(pcs[0]))
       depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
-    cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
+    cprof__stack_id sid = intern_stack(pcs, depth);
     const int64_t v[2] = {1, (int64_t)n};
     uint64_t m = make_meta(sid, n);
     if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v)) {

@@ -106,7 +106,7 @@ int cprof__stacktab_init(void) {
 }
 
 /* A 64-bit hash of the frames, never 0 (0 marks an empty slot). */
-static uint64_t hash_stack(const uintptr_t *pcs, size_t n) {
+uint64_t cprof__stacktab_hash(const uintptr_t *pcs, size_t n) {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
   for (size_t i = 0; i < n; i++) {
     h ^= (uint64_t)pcs[i];
@@ -147,7 +147,7 @@ cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, size_t n) {
   if (!t) return CPROF__STACK_OVERFLOW;
   if (!pcs || n == 0 || n > CPROF__STACK_BUF) return overflow(t);
 
-  uint64_t h = hash_stack(pcs, n);
+  uint64_t h = cprof__stacktab_hash(pcs, n);
   size_t mask = t->nslots - 1;
   size_t i = (size_t)h & mask;
   for (size_t probes = 0; probes < t->nslots; probes++, i = (i + 1) & mask) {

@@ -42,6 +42,12 @@ CPROF__HIDDEN void cprof__stacktab_reset_for_tests(void);
 CPROF__HIDDEN cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs,
                                                      size_t n);
 
+/* The 64-bit hash the table keys a stack of n pcs by (never 0). A caller
+ * that meets the same stack again and again may remember the id of the
+ * last one it interned under this hash and skip the table, which would
+ * otherwise cost a sample two cache misses (its slot and its frames). */
+CPROF__HIDDEN uint64_t cprof__stacktab_hash(const uintptr_t *pcs, size_t n);
+
 /* The frames of an interned id; returns the depth (0 for an unknown id). */
 CPROF__HIDDEN size_t cprof__stacktab_get(cprof__stack_id id,
                                          const uintptr_t **pcs);
