@@ -919,6 +919,30 @@ static cprof__stack_id intern_stack(const uintptr_t *pcs, size_t depth) {
   return sid;
 }
 
+/*
+ * The allocation counts are kept in HEAP_STRIPES stripes: a thread adds to
+ * its own stripe's record of a (stack, size class), which the stripe
+ * number in the stack id's top bits keeps apart, so that threads sampling
+ * the same site do not pass its record's cache line back and forth.
+ * Collecting adds the stripes up.
+ */
+#define HEAP_STRIPES 4
+#define STRIPE_SHIFT 24
+#define STRIPE_SID_MASK (((cprof__stack_id)1 << STRIPE_SHIFT) - 1)
+
+static __thread uint32_t tls_stripe CPROF__TLS; /* stripe + 1; 0 unassigned */
+static _Atomic uint32_t stripes_given;
+
+static cprof__stack_id striped(cprof__stack_id sid) {
+  if (!tls_stripe)
+    tls_stripe = atomic_fetch_add_explicit(&stripes_given, 1,
+                                           memory_order_relaxed) %
+                     HEAP_STRIPES +
+                 1;
+  if (sid == CPROF__STACK_NONE || sid > STRIPE_SID_MASK) return sid;
+  return sid | (cprof__stack_id)(tls_stripe - 1) << STRIPE_SHIFT;
+}
+
 /* Records a sampled allocation. Called by the allocator functions only,
  * which all live in cprof_alloc_text: the stack starts at the first frame
  * outside it, the application's call site. meta is the block's tracking
@@ -956,7 +980,7 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
     cprof__stack_id sid = intern_stack(pcs, depth);
     const int64_t v[2] = {1, (int64_t)n};
     uint64_t m = make_meta(sid, n);
-    if (cprof__agg_add(agg, sid, cprof__heap_size_class(n), v)) {
+    if (cprof__agg_add(agg, striped(sid), cprof__heap_size_class(n), v)) {
       bool tracked = false;
       if (meta) {
         /* Placing the block tracked it with a stack id of 0. */
@@ -1282,7 +1306,7 @@ NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
  * draws a fresh seed so parent and child do not sample in lockstep, and a
  * resolution interrupted by the fork is started over.
  */
-#define HEAP_RECORDS 16384
+#define HEAP_RECORDS 32768 /* (stack, size class, stripe) keys */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -1405,44 +1429,49 @@ uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
  * counts are summed over the live sampled blocks when the records are
  * collected, so that freeing a sampled block touches no shared counter. */
 
-typedef struct inuse_ctx {
+typedef struct collect_ctx {
   cprof__records *recs;
   cprof__hmap index; /* (stack id << 32 | size class) + 1 -> record + 1 */
   int err;
-} inuse_ctx;
+} collect_ctx;
 
-static uint64_t inuse_key(cprof__stack_id sid, uint32_t tag) {
-  return ((uint64_t)sid << 32 | tag) + 1;
+/* Adds v to the record of (sid, tag), making it if needed. */
+static void add_counts(collect_ctx *c, cprof__stack_id sid, uint32_t tag,
+                       const int64_t *v) {
+  if (c->err) return;
+  uint64_t key = ((uint64_t)sid << 32 | tag) + 1, pos;
+  if (!cprof__hmap_get(&c->index, key, &pos)) {
+    static const int64_t zero[4];
+    c->err = cprof__records_add(c->recs, sid, tag, zero, 4);
+    pos = c->recs->len;
+    if (!c->err) c->err = cprof__hmap_put(&c->index, key, pos);
+    if (c->err) return;
+  }
+  for (int k = 0; k < 4; k++) c->recs->v[pos - 1].v[k] += v[k];
 }
 
 static void add_inuse(uint64_t meta, void *ctx) {
-  inuse_ctx *c = ctx;
-  if (c->err) return;
-  cprof__stack_id sid = (cprof__stack_id)(meta >> META_SIZE_BITS);
   size_t size = (size_t)(meta & META_SIZE_MASK);
-  uint32_t tag = cprof__heap_size_class(size);
-  uint64_t pos;
-  if (!cprof__hmap_get(&c->index, inuse_key(sid, tag), &pos)) {
-    /* Its allocation was sampled before the counts were last reset. */
-    static const int64_t zero[2];
-    c->err = cprof__records_add(c->recs, sid, tag, zero, 2);
-    pos = c->recs->len;
-    if (!c->err) c->err = cprof__hmap_put(&c->index, inuse_key(sid, tag), pos);
-    if (c->err) return;
-  }
-  c->recs->v[pos - 1].v[2] += 1;
-  c->recs->v[pos - 1].v[3] += (int64_t)size;
+  const int64_t v[4] = {0, 0, 1, (int64_t)size};
+  add_counts(ctx, (cprof__stack_id)(meta >> META_SIZE_BITS),
+             cprof__heap_size_class(size), v);
 }
 
+/* The stripes of each (stack, size class) are added up, then the live
+ * blocks. */
 static int heap_collect(cprof__records *out) {
   cprof__heap_init();
   cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
   if (!agg) return CPROF_ENOMEM;
-  inuse_ctx c = {out, {0}, cprof__records_from_agg(out, agg)};
-  for (size_t i = 0; !c.err && i < out->len; i++)
-    c.err = cprof__hmap_put(&c.index, inuse_key(out->v[i].sid, out->v[i].tag),
-                            i + 1);
-  if (!c.err) foreach_live(add_inuse, &c);
+  cprof__records raw = {0};
+  collect_ctx c = {out, {0}, cprof__records_from_agg(&raw, agg)};
+  out->time_ns = raw.time_ns;
+  for (size_t i = 0; i < raw.len; i++) {
+    const int64_t v[4] = {raw.v[i].v[0], raw.v[i].v[1], 0, 0};
+    add_counts(&c, raw.v[i].sid & STRIPE_SID_MASK, raw.v[i].tag, v);
+  }
+  cprof__records_free(&raw);
+  foreach_live(add_inuse, &c);
   cprof__hmap_free(&c.index);
   return c.err;
 }
