@@ -4,8 +4,9 @@
  * key. It comes from mmap rather than calloc, so that its pages are the
  * kernel's zero pages until a key lands on them: a table sized for
  * thousands of stacks costs a program that records a few almost nothing
- * (calloc would clear it all whenever it came from the heap). cprof__agg_add() runs in signal context: it only loads, CASes and
- * adds atomics, never locks, allocates or waits. Creation, foreach, clear
+ * (calloc would clear it all whenever it came from the heap).
+ * cprof__agg_add() runs in signal context: it only loads, CASes and adds
+ * atomics, never locks, allocates or waits. Creation, foreach, clear
  * and free run in normal context.
  *
  * A key is (stack id << 32 | tag); 0 marks an empty slot, which is why a

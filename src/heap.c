@@ -7,7 +7,9 @@
  * The interposers run in every context the application allocates from
  * (constructors, thread teardown, a fork child) and sit on the program's
  * hottest path. They must never allocate through the application's path,
- * take a lock, or change errno on success, and their unsampled path must
+ * take a lock (but the brief one that switches free()'s target, below, when
+ * unaligned sampled blocks appear or are all gone), or change errno on
+ * success, and their unsampled path must
  * stay a thread-local decrement and a branch (malloc) or a test of the
  * pointer's bits (free). Only a sampled allocation walks the stack, and that
  * path is allocation-free: the walker, the stack table and the aggregation
@@ -89,7 +91,8 @@ static _Alignas(64) struct {
   _Atomic(unsigned char *) region;
   _Atomic(cprof__agg *) samples;
   live_node *nodes;
-} hot = {bootstrap_malloc, bootstrap_free, bootstrap_free, 0, 0, NULL, NULL, NULL};
+} hot = {bootstrap_malloc, bootstrap_free, bootstrap_free, 0, 0,
+         NULL,             NULL,           NULL};
 
 /*
  * free_next follows hot.unaligned_live: free_slow while it is not zero,
@@ -114,8 +117,9 @@ NO_SAN static void unlock_free_next(void) {
 
 NO_SAN static void update_free_next(void) {
   lock_free_next();
-  free_fn f = atomic_load(&hot.unaligned_live) != 0 ? free_slow
-                                                    : atomic_load(&hot.real_free);
+  free_fn f = atomic_load(&hot.unaligned_live) != 0
+                  ? free_slow
+                  : atomic_load(&hot.real_free);
   atomic_store_explicit(&hot.free_next, f, memory_order_release);
   unlock_free_next();
 }
@@ -515,8 +519,7 @@ uint32_t cprof__heap_size_class(size_t n) {
  * sampled blocks from all others without reading memory: a load that
  * misses the cache on every free costs more than everything else cprof
  * does. So sampled blocks are placed at page boundaries, and free()'s
- * fast path tests only the pointer's low 12 bits (and one word that is
- * zero unless unaligned sampled blocks are live, below):
+ * fast path tests only the pointer's low 12 bits:
  *   - a block of up to a page goes to a page of the region, cprof's own
  *     reserved mapping, with its tracking word in region_meta;
  *   - a larger one is allocated a page larger from the allocator underneath
@@ -526,17 +529,15 @@ uint32_t cprof__heap_size_class(size_t n) {
  * chance: its free pays a filter load on the slow path.
  *
  * Some sampled blocks stay where the allocator put them: all of them at
- * rates below CPROF__HEAP_ALIGN_MIN_RATE (where a page per sample would cost too much
- * memory), realloc results larger than a page (moving them means copying
- * them), and blocks whose placement failed. While any such block is live,
- * unaligned_live is not zero and every free() takes the slow path, which
- * reads the filter; that is the cost of the design before this one.
+ * rates below CPROF__HEAP_ALIGN_MIN_RATE (where a page per sample would
+ * cost too much memory), realloc results larger than a page (moving them
+ * means copying them), and blocks whose placement failed. hot.unaligned_live
+ * counts them; while it is not zero, free_next sends every pointer to the
+ * slow path, which reads the filter: the cost of the design before this
+ * one. The count shares the line every malloc() and free() reads, so at
+ * those low rates each change costs the other threads a cache miss.
  */
 #define REGION_PAGES ((size_t)1 << 14) /* 64 MiB of address space */
-
-/* hot.unaligned_live counts the live sampled blocks not on a page
- * boundary. It shares the line every malloc() and free() reads, so at those
- * low rates each change costs the other threads a cache miss. */
 
 /*
  * The live set: sampled blocks not yet freed, by address, except those in
@@ -605,14 +606,14 @@ NO_SAN static inline bool in_region(const void *p) {
 NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
   unsigned char *r = LOAD(hot.region);
   if (!r) return NULL;
-  uint64_t head = atomic_load_explicit(&region_head, memory_order_acquire);
   size_t i;
+  if (tls_spare) {
+    i = tls_spare - 1;
+    tls_spare = 0;
+    goto take;
+  }
+  uint64_t head = atomic_load_explicit(&region_head, memory_order_acquire);
   for (;;) {
-    if (tls_spare) {
-      i = tls_spare - 1;
-      tls_spare = 0;
-      break;
-    }
     uint32_t top = (uint32_t)head;
     if (top == 0) {
       if (LOAD(region_used) >= REGION_PAGES) return NULL;
@@ -629,6 +630,7 @@ NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
       break;
     }
   }
+take:
   atomic_store_explicit(&region_meta[i], REGION_BUSY | n, memory_order_relaxed);
   *meta = &region_meta[i];
   return r + i * PAGE;
@@ -775,7 +777,8 @@ NO_SAN static void region_free(const void *p) {
  * stack id record() fills in. */
 NO_SAN static void *place_sampled(size_t n, bool zero,
                                   _Atomic uint64_t **meta) {
-  if (LOAD(heap_rate) < CPROF__HEAP_ALIGN_MIN_RATE || n > META_SIZE_MASK) return NULL;
+  if (LOAD(heap_rate) < CPROF__HEAP_ALIGN_MIN_RATE || n > META_SIZE_MASK)
+    return NULL;
   int saved = errno;
   void *p = NULL;
   if (n <= PAGE) {
@@ -984,12 +987,14 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
       bool tracked = false;
       if (meta) {
         /* Placing the block tracked it with a stack id of 0. */
-        if (m) atomic_store_explicit(meta, LOAD(*meta) | m, memory_order_relaxed);
+        if (m)
+          atomic_store_explicit(meta, LOAD(*meta) | m, memory_order_relaxed);
         tracked = m != 0;
       } else {
         tracked = m && live_insert(p, m, 0);
       }
-      if (!tracked) atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+      if (!tracked)
+        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
     }
   }
   cprof__guard_exit();
