@@ -36,8 +36,10 @@
 #include "agg.h"
 #include "contention.h"
 #include "env.h"
+#include "lock.h"
 #include "mem.h"
 #include "profile.h"
+#include "real.h"
 #include "stack.h"
 #include "stacktab.h"
 
@@ -49,114 +51,6 @@
 #define WAIT_PROBES 8
 #define WAITERS_MASK ((uint64_t)0xffff)
 
-/*
- * glibc's own __pthread_* entry points, used when a lookup recurses. They
- * are compatibility symbols (no default version), so they are bound to the
- * base version explicitly; on other architectures there is no fallback and
- * a recursive lookup fails the call with EAGAIN.
- */
-#if defined(__x86_64__)
-#define GLIBC_BASE "GLIBC_2.2.5"
-#elif defined(__aarch64__)
-#define GLIBC_BASE "GLIBC_2.17"
-#endif
-#ifdef GLIBC_BASE
-#define GLIBC_ALIAS(local, name) \
-  __asm__(".symver " #local ", " #name "@" GLIBC_BASE)
-extern int glibc_mutex_lock(pthread_mutex_t *m);
-extern int glibc_mutex_trylock(pthread_mutex_t *m);
-extern int glibc_mutex_unlock(pthread_mutex_t *m);
-extern int glibc_rwlock_rdlock(pthread_rwlock_t *l);
-extern int glibc_rwlock_tryrdlock(pthread_rwlock_t *l);
-extern int glibc_rwlock_wrlock(pthread_rwlock_t *l);
-extern int glibc_rwlock_trywrlock(pthread_rwlock_t *l);
-extern int glibc_rwlock_unlock(pthread_rwlock_t *l);
-GLIBC_ALIAS(glibc_mutex_lock, __pthread_mutex_lock);
-GLIBC_ALIAS(glibc_mutex_trylock, __pthread_mutex_trylock);
-GLIBC_ALIAS(glibc_mutex_unlock, __pthread_mutex_unlock);
-GLIBC_ALIAS(glibc_rwlock_rdlock, __pthread_rwlock_rdlock);
-GLIBC_ALIAS(glibc_rwlock_tryrdlock, __pthread_rwlock_tryrdlock);
-GLIBC_ALIAS(glibc_rwlock_wrlock, __pthread_rwlock_wrlock);
-GLIBC_ALIAS(glibc_rwlock_trywrlock, __pthread_rwlock_trywrlock);
-GLIBC_ALIAS(glibc_rwlock_unlock, __pthread_rwlock_unlock);
-#define FALLBACK(fn) ((void *)(fn))
-#else
-#define FALLBACK(fn) NULL
-#endif
-
-enum {
-  F_MUTEX_LOCK,
-  F_MUTEX_TRYLOCK,
-  F_MUTEX_TIMEDLOCK,
-  F_MUTEX_CLOCKLOCK,
-  F_MUTEX_UNLOCK,
-  F_RW_RDLOCK,
-  F_RW_TRYRDLOCK,
-  F_RW_TIMEDRDLOCK,
-  F_RW_CLOCKRDLOCK,
-  F_RW_WRLOCK,
-  F_RW_TRYWRLOCK,
-  F_RW_TIMEDWRLOCK,
-  F_RW_CLOCKWRLOCK,
-  F_RW_UNLOCK,
-  F_COND_WAIT,
-  F_COND_TIMEDWAIT,
-  F_COND_CLOCKWAIT,
-  F_SEM_WAIT,
-  F_SEM_TRYWAIT,
-  F_SEM_TIMEDWAIT,
-  F_SEM_CLOCKWAIT,
-  F_BARRIER_WAIT,
-  F_JOIN,
-  F_TRYJOIN,
-  F_COUNT
-};
-
-typedef struct real_fn_info {
-  const char *name;
-  const char *version; /* tried first with dlvsym, when set */
-  void *fallback;      /* used while a lookup is in progress on the thread */
-} real_fn_info;
-
-/* x86-64's pthread_cond_* have an old (2.2.5) and a current (2.3.2)
- * version; plain dlsym may return the old one. Elsewhere dlvsym fails and
- * dlsym returns the default, current version. */
-static const real_fn_info fn_info[F_COUNT] = {
-    [F_MUTEX_LOCK] = {"pthread_mutex_lock", NULL, FALLBACK(glibc_mutex_lock)},
-    [F_MUTEX_TRYLOCK] = {"pthread_mutex_trylock", NULL,
-                         FALLBACK(glibc_mutex_trylock)},
-    [F_MUTEX_TIMEDLOCK] = {"pthread_mutex_timedlock", NULL, NULL},
-    [F_MUTEX_CLOCKLOCK] = {"pthread_mutex_clocklock", NULL, NULL},
-    [F_MUTEX_UNLOCK] = {"pthread_mutex_unlock", NULL,
-                        FALLBACK(glibc_mutex_unlock)},
-    [F_RW_RDLOCK] = {"pthread_rwlock_rdlock", NULL,
-                     FALLBACK(glibc_rwlock_rdlock)},
-    [F_RW_TRYRDLOCK] = {"pthread_rwlock_tryrdlock", NULL,
-                        FALLBACK(glibc_rwlock_tryrdlock)},
-    [F_RW_TIMEDRDLOCK] = {"pthread_rwlock_timedrdlock", NULL, NULL},
-    [F_RW_CLOCKRDLOCK] = {"pthread_rwlock_clockrdlock", NULL, NULL},
-    [F_RW_WRLOCK] = {"pthread_rwlock_wrlock", NULL,
-                     FALLBACK(glibc_rwlock_wrlock)},
-    [F_RW_TRYWRLOCK] = {"pthread_rwlock_trywrlock", NULL,
-                        FALLBACK(glibc_rwlock_trywrlock)},
-    [F_RW_TIMEDWRLOCK] = {"pthread_rwlock_timedwrlock", NULL, NULL},
-    [F_RW_CLOCKWRLOCK] = {"pthread_rwlock_clockwrlock", NULL, NULL},
-    [F_RW_UNLOCK] = {"pthread_rwlock_unlock", NULL,
-                     FALLBACK(glibc_rwlock_unlock)},
-    [F_COND_WAIT] = {"pthread_cond_wait", "GLIBC_2.3.2", NULL},
-    [F_COND_TIMEDWAIT] = {"pthread_cond_timedwait", "GLIBC_2.3.2", NULL},
-    [F_COND_CLOCKWAIT] = {"pthread_cond_clockwait", NULL, NULL},
-    [F_SEM_WAIT] = {"sem_wait", NULL, NULL},
-    [F_SEM_TRYWAIT] = {"sem_trywait", NULL, NULL},
-    [F_SEM_TIMEDWAIT] = {"sem_timedwait", NULL, NULL},
-    [F_SEM_CLOCKWAIT] = {"sem_clockwait", NULL, NULL},
-    [F_BARRIER_WAIT] = {"pthread_barrier_wait", NULL, NULL},
-    [F_JOIN] = {"pthread_join", NULL, NULL},
-    [F_TRYJOIN] = {"pthread_tryjoin_np", NULL, NULL},
-};
-
-static _Atomic(void *) real_fns[F_COUNT];
-static __thread int resolving CPROF__TLS;
 
 /* The switches the interposers read: any_on guards the lock paths,
  * mutex_on the unlock paths, block_on the wait-only paths. */
@@ -181,41 +75,6 @@ CPROF__DISTINCT void cprof_unknown_unlocker(void) {
   __asm__ volatile("" ::: "memory");
 }
 
-static void *resolve(int f) {
-  const real_fn_info *fi = &fn_info[f];
-  if (resolving) return fi->fallback;
-  resolving = 1;
-  void *p = dlsym(RTLD_NEXT, fi->name);
-  if (fi->version) {
-    /* Take the versioned symbol only from the object dlsym found: when a
-     * sanitizer's interceptor comes next, it must stay in the chain (it
-     * picks libc's version itself). Usually both are the same pointer,
-     * which spares the two dladdr calls (a symbol-table search each, a
-     * third of cprof's start-up instructions). */
-    void *v = dlvsym(RTLD_NEXT, fi->name, fi->version);
-    Dl_info pi, vi;
-    if (!p || p == v ||
-        (v && dladdr(p, &pi) && dladdr(v, &vi) &&
-         pi.dli_fbase == vi.dli_fbase))
-      p = v ? v : p;
-  }
-  resolving = 0;
-  if (!p) p = fi->fallback;
-  if (p) atomic_store_explicit(&real_fns[f], p, memory_order_release);
-  return p;
-}
-
-/* What a call to a function that cannot be found does: fail with EAGAIN.
- * Called through the caller's pointer type; the SysV and AAPCS64 calling
- * conventions make the extra arguments harmless. */
-static int missing_fn(void) { return EAGAIN; }
-
-static inline void *real(int f) {
-  void *p = atomic_load_explicit(&real_fns[f], memory_order_acquire);
-  if (CPROF__LIKELY(p != NULL)) return p;
-  p = resolve(f);
-  return p ? p : (void *)missing_fn;
-}
 
 typedef int (*mutex_fn)(pthread_mutex_t *);
 typedef int (*mutex_timed_fn)(pthread_mutex_t *, const struct timespec *);
@@ -238,7 +97,7 @@ typedef int (*join_fn)(pthread_t, void **);
 
 /* A missing function (a lookup that recursed where glibc has no alias)
  * fails the call rather than crash. */
-#define CALL(f, type, ...) (((type)real(f))(__VA_ARGS__))
+#define CALL(f, type, ...) (((type)cprof__real(f))(__VA_ARGS__))
 
 /* Where an interposer was called from: the caller's pc (as a call site),
  * its frame pointer and the lowest address its frames can be at, read from
@@ -427,7 +286,7 @@ static void wait_only_end(int64_t t0, frame_ref at) {
 /* The fast path: the switch is off and the real function is known. */
 #define FAST(flag, f, type, ...)                                       \
   do {                                                                 \
-    void *p_ = atomic_load_explicit(&real_fns[f], memory_order_relaxed); \
+    void *p_ = atomic_load_explicit(&cprof__real_fns[f], memory_order_relaxed); \
     if (CPROF__LIKELY(                                                 \
             !atomic_load_explicit(&(flag), memory_order_relaxed) && p_)) \
       return ((type)p_)(__VA_ARGS__);                                  \
@@ -440,55 +299,55 @@ static void wait_only_end(int64_t t0, frame_ref at) {
  * a tail call. */
 __attribute__((noinline)) static int mutex_lock_slow(pthread_mutex_t *m,
                                                      const void *frame) {
-  if (OFF(any_on)) return CALL(F_MUTEX_LOCK, mutex_fn, m);
-  int rc = CALL(F_MUTEX_TRYLOCK, mutex_fn, m);
+  if (OFF(any_on)) return CALL(CPROF__F_MUTEX_LOCK, mutex_fn, m);
+  int rc = CALL(CPROF__F_MUTEX_TRYLOCK, mutex_fn, m);
   if (rc != EBUSY) return rc;
   wait_ctx w;
   wait_begin(&w, m);
-  rc = CALL(F_MUTEX_LOCK, mutex_fn, m);
+  rc = CALL(CPROF__F_MUTEX_LOCK, mutex_fn, m);
   wait_end(&w, frame_of(frame), rc == 0);
   return rc;
 }
 
 INTERPOSER int pthread_mutex_lock(pthread_mutex_t *m) {
-  FAST(any_on, F_MUTEX_LOCK, mutex_fn, m);
+  FAST(any_on, CPROF__F_MUTEX_LOCK, mutex_fn, m);
   SLOW_PATH(mutex_lock_slow(m, HERE));
 }
 
 __attribute__((noinline)) static int mutex_timed_slow(
     pthread_mutex_t *m, clockid_t clock, const struct timespec *abs,
     bool with_clock, const void *frame) {
-  int rc = CALL(F_MUTEX_TRYLOCK, mutex_fn, m);
+  int rc = CALL(CPROF__F_MUTEX_TRYLOCK, mutex_fn, m);
   if (rc != EBUSY) return rc;
   wait_ctx w;
   wait_begin(&w, m);
-  rc = with_clock ? CALL(F_MUTEX_CLOCKLOCK, mutex_clock_fn, m, clock, abs)
-                  : CALL(F_MUTEX_TIMEDLOCK, mutex_timed_fn, m, abs);
+  rc = with_clock ? CALL(CPROF__F_MUTEX_CLOCKLOCK, mutex_clock_fn, m, clock, abs)
+                  : CALL(CPROF__F_MUTEX_TIMEDLOCK, mutex_timed_fn, m, abs);
   wait_end(&w, frame_of(frame), rc == 0);
   return rc;
 }
 
 INTERPOSER int pthread_mutex_timedlock(pthread_mutex_t *m,
                                          const struct timespec *abs) {
-  if (OFF(any_on)) return CALL(F_MUTEX_TIMEDLOCK, mutex_timed_fn, m, abs);
+  if (OFF(any_on)) return CALL(CPROF__F_MUTEX_TIMEDLOCK, mutex_timed_fn, m, abs);
   SLOW_PATH(mutex_timed_slow(m, CLOCK_REALTIME, abs, false, HERE));
 }
 
 INTERPOSER int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock,
                                          const struct timespec *abs) {
   if (OFF(any_on))
-    return CALL(F_MUTEX_CLOCKLOCK, mutex_clock_fn, m, clock, abs);
+    return CALL(CPROF__F_MUTEX_CLOCKLOCK, mutex_clock_fn, m, clock, abs);
   SLOW_PATH(mutex_timed_slow(m, clock, abs, true, HERE));
 }
 
 __attribute__((noinline)) static int mutex_unlock_slow(pthread_mutex_t *m,
                                                        const void *frame) {
   if (!OFF(mutex_on)) note_unlock((uintptr_t)m, frame);
-  return CALL(F_MUTEX_UNLOCK, mutex_fn, m);
+  return CALL(CPROF__F_MUTEX_UNLOCK, mutex_fn, m);
 }
 
 INTERPOSER int pthread_mutex_unlock(pthread_mutex_t *m) {
-  FAST(mutex_on, F_MUTEX_UNLOCK, mutex_fn, m);
+  FAST(mutex_on, CPROF__F_MUTEX_UNLOCK, mutex_fn, m);
   SLOW_PATH(mutex_unlock_slow(m, HERE));
 }
 
@@ -496,10 +355,10 @@ INTERPOSER int pthread_mutex_unlock(pthread_mutex_t *m) {
 typedef struct rw_kind {
   int try_fn, lock_fn, timed_fn, clock_fn;
 } rw_kind;
-static const rw_kind RD = {F_RW_TRYRDLOCK, F_RW_RDLOCK, F_RW_TIMEDRDLOCK,
-                           F_RW_CLOCKRDLOCK};
-static const rw_kind WR = {F_RW_TRYWRLOCK, F_RW_WRLOCK, F_RW_TIMEDWRLOCK,
-                           F_RW_CLOCKWRLOCK};
+static const rw_kind RD = {CPROF__F_RW_TRYRDLOCK, CPROF__F_RW_RDLOCK, CPROF__F_RW_TIMEDRDLOCK,
+                           CPROF__F_RW_CLOCKRDLOCK};
+static const rw_kind WR = {CPROF__F_RW_TRYWRLOCK, CPROF__F_RW_WRLOCK, CPROF__F_RW_TIMEDWRLOCK,
+                           CPROF__F_RW_CLOCKWRLOCK};
 
 /* mode: 0 untimed, 1 timed (CLOCK_REALTIME), 2 with a clock. */
 __attribute__((noinline)) static int rw_slow(pthread_rwlock_t *l,
@@ -523,67 +382,67 @@ __attribute__((noinline)) static int rw_slow(pthread_rwlock_t *l,
 }
 
 INTERPOSER int pthread_rwlock_rdlock(pthread_rwlock_t *l) {
-  FAST(any_on, F_RW_RDLOCK, rw_fn, l);
+  FAST(any_on, CPROF__F_RW_RDLOCK, rw_fn, l);
   SLOW_PATH(rw_slow(l, &RD, 0, 0, NULL, HERE));
 }
 
 INTERPOSER int pthread_rwlock_wrlock(pthread_rwlock_t *l) {
-  FAST(any_on, F_RW_WRLOCK, rw_fn, l);
+  FAST(any_on, CPROF__F_RW_WRLOCK, rw_fn, l);
   SLOW_PATH(rw_slow(l, &WR, 0, 0, NULL, HERE));
 }
 
 INTERPOSER int pthread_rwlock_timedrdlock(pthread_rwlock_t *l,
                                             const struct timespec *abs) {
-  if (OFF(any_on)) return CALL(F_RW_TIMEDRDLOCK, rw_timed_fn, l, abs);
+  if (OFF(any_on)) return CALL(CPROF__F_RW_TIMEDRDLOCK, rw_timed_fn, l, abs);
   SLOW_PATH(rw_slow(l, &RD, 1, 0, abs, HERE));
 }
 
 INTERPOSER int pthread_rwlock_timedwrlock(pthread_rwlock_t *l,
                                             const struct timespec *abs) {
-  if (OFF(any_on)) return CALL(F_RW_TIMEDWRLOCK, rw_timed_fn, l, abs);
+  if (OFF(any_on)) return CALL(CPROF__F_RW_TIMEDWRLOCK, rw_timed_fn, l, abs);
   SLOW_PATH(rw_slow(l, &WR, 1, 0, abs, HERE));
 }
 
 INTERPOSER int pthread_rwlock_clockrdlock(pthread_rwlock_t *l,
                                             clockid_t clock,
                                             const struct timespec *abs) {
-  if (OFF(any_on)) return CALL(F_RW_CLOCKRDLOCK, rw_clock_fn, l, clock, abs);
+  if (OFF(any_on)) return CALL(CPROF__F_RW_CLOCKRDLOCK, rw_clock_fn, l, clock, abs);
   SLOW_PATH(rw_slow(l, &RD, 2, clock, abs, HERE));
 }
 
 INTERPOSER int pthread_rwlock_clockwrlock(pthread_rwlock_t *l,
                                             clockid_t clock,
                                             const struct timespec *abs) {
-  if (OFF(any_on)) return CALL(F_RW_CLOCKWRLOCK, rw_clock_fn, l, clock, abs);
+  if (OFF(any_on)) return CALL(CPROF__F_RW_CLOCKWRLOCK, rw_clock_fn, l, clock, abs);
   SLOW_PATH(rw_slow(l, &WR, 2, clock, abs, HERE));
 }
 
 __attribute__((noinline)) static int rw_unlock_slow(pthread_rwlock_t *l,
                                                     const void *frame) {
   if (!OFF(mutex_on)) note_unlock((uintptr_t)l, frame);
-  return CALL(F_RW_UNLOCK, rw_fn, l);
+  return CALL(CPROF__F_RW_UNLOCK, rw_fn, l);
 }
 
 INTERPOSER int pthread_rwlock_unlock(pthread_rwlock_t *l) {
-  FAST(mutex_on, F_RW_UNLOCK, rw_fn, l);
+  FAST(mutex_on, CPROF__F_RW_UNLOCK, rw_fn, l);
   SLOW_PATH(rw_unlock_slow(l, HERE));
 }
 
 /* Condition waits always block, so they are timed whole (re-acquiring the
  * mutex included, as Go's sync.Cond.Wait is). */
 INTERPOSER int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
-  if (OFF(block_on)) return CALL(F_COND_WAIT, cond_fn, c, m);
+  if (OFF(block_on)) return CALL(CPROF__F_COND_WAIT, cond_fn, c, m);
   int64_t t0 = cprof__mono_ns();
-  int rc = CALL(F_COND_WAIT, cond_fn, c, m);
+  int rc = CALL(CPROF__F_COND_WAIT, cond_fn, c, m);
   wait_only_end(t0, CALLER_FRAME());
   return rc;
 }
 
 INTERPOSER int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         const struct timespec *abs) {
-  if (OFF(block_on)) return CALL(F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
+  if (OFF(block_on)) return CALL(CPROF__F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
   int64_t t0 = cprof__mono_ns();
-  int rc = CALL(F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
+  int rc = CALL(CPROF__F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
   wait_only_end(t0, CALLER_FRAME());
   return rc;
 }
@@ -592,9 +451,9 @@ INTERPOSER int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         clockid_t clock,
                                         const struct timespec *abs) {
   if (OFF(block_on))
-    return CALL(F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
+    return CALL(CPROF__F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
   int64_t t0 = cprof__mono_ns();
-  int rc = CALL(F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
+  int rc = CALL(CPROF__F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
   wait_only_end(t0, CALLER_FRAME());
   return rc;
 }
@@ -606,12 +465,12 @@ __attribute__((noinline)) static int sem_slow(sem_t *s, int mode,
                                               const struct timespec *abs,
                                               const void *frame) {
   int saved = errno;
-  if (CALL(F_SEM_TRYWAIT, sem_fn, s) == 0) return 0;
+  if (CALL(CPROF__F_SEM_TRYWAIT, sem_fn, s) == 0) return 0;
   errno = saved;
   int64_t t0 = cprof__mono_ns();
-  int rc = mode == 0   ? CALL(F_SEM_WAIT, sem_fn, s)
-           : mode == 1 ? CALL(F_SEM_TIMEDWAIT, sem_timed_fn, s, abs)
-                       : CALL(F_SEM_CLOCKWAIT, sem_clock_fn, s, clock, abs);
+  int rc = mode == 0   ? CALL(CPROF__F_SEM_WAIT, sem_fn, s)
+           : mode == 1 ? CALL(CPROF__F_SEM_TIMEDWAIT, sem_timed_fn, s, abs)
+                       : CALL(CPROF__F_SEM_CLOCKWAIT, sem_clock_fn, s, clock, abs);
   saved = errno;
   wait_only_end(t0, frame_of(frame));
   errno = saved;
@@ -619,25 +478,25 @@ __attribute__((noinline)) static int sem_slow(sem_t *s, int mode,
 }
 
 INTERPOSER int sem_wait(sem_t *s) {
-  if (OFF(block_on)) return CALL(F_SEM_WAIT, sem_fn, s);
+  if (OFF(block_on)) return CALL(CPROF__F_SEM_WAIT, sem_fn, s);
   SLOW_PATH(sem_slow(s, 0, 0, NULL, HERE));
 }
 
 INTERPOSER int sem_timedwait(sem_t *s, const struct timespec *abs) {
-  if (OFF(block_on)) return CALL(F_SEM_TIMEDWAIT, sem_timed_fn, s, abs);
+  if (OFF(block_on)) return CALL(CPROF__F_SEM_TIMEDWAIT, sem_timed_fn, s, abs);
   SLOW_PATH(sem_slow(s, 1, 0, abs, HERE));
 }
 
 INTERPOSER int sem_clockwait(sem_t *s, clockid_t clock,
                                const struct timespec *abs) {
-  if (OFF(block_on)) return CALL(F_SEM_CLOCKWAIT, sem_clock_fn, s, clock, abs);
+  if (OFF(block_on)) return CALL(CPROF__F_SEM_CLOCKWAIT, sem_clock_fn, s, clock, abs);
   SLOW_PATH(sem_slow(s, 2, clock, abs, HERE));
 }
 
 INTERPOSER int pthread_barrier_wait(pthread_barrier_t *b) {
-  if (OFF(block_on)) return CALL(F_BARRIER_WAIT, barrier_fn, b);
+  if (OFF(block_on)) return CALL(CPROF__F_BARRIER_WAIT, barrier_fn, b);
   int64_t t0 = cprof__mono_ns();
-  int rc = CALL(F_BARRIER_WAIT, barrier_fn, b);
+  int rc = CALL(CPROF__F_BARRIER_WAIT, barrier_fn, b);
   wait_only_end(t0, CALLER_FRAME());
   return rc;
 }
@@ -645,16 +504,16 @@ INTERPOSER int pthread_barrier_wait(pthread_barrier_t *b) {
 /* A join of a thread that already finished is not a wait: try first. */
 __attribute__((noinline)) static int join_slow(pthread_t t, void **ret,
                                                const void *frame) {
-  int rc = CALL(F_TRYJOIN, join_fn, t, ret);
+  int rc = CALL(CPROF__F_TRYJOIN, join_fn, t, ret);
   if (rc != EBUSY) return rc;
   int64_t t0 = cprof__mono_ns();
-  rc = CALL(F_JOIN, join_fn, t, ret);
+  rc = CALL(CPROF__F_JOIN, join_fn, t, ret);
   wait_only_end(t0, frame_of(frame));
   return rc;
 }
 
 INTERPOSER int pthread_join(pthread_t t, void **ret) {
-  if (OFF(block_on)) return CALL(F_JOIN, join_fn, t, ret);
+  if (OFF(block_on)) return CALL(CPROF__F_JOIN, join_fn, t, ret);
   SLOW_PATH(join_slow(t, ret, HERE));
 }
 
@@ -680,24 +539,24 @@ static void update_switches(void) {
 
 int cprof_set_mutex_profile_fraction(int rate) {
   if (rate < 0) return atomic_load(&mutex_fraction);
-  pthread_mutex_lock(&settings_lock);
+  cprof__lock(&settings_lock);
   cprof__stacktab_init();
   if (rate > 0) ensure_agg(&mutex_agg);
   int prev = atomic_exchange(&mutex_fraction, rate);
   update_switches();
-  pthread_mutex_unlock(&settings_lock);
+  cprof__unlock(&settings_lock);
   return prev;
 }
 
 int cprof_set_block_profile_rate(long long rate_ns) {
   if (rate_ns < 0) rate_ns = 0;
-  pthread_mutex_lock(&settings_lock);
+  cprof__lock(&settings_lock);
   cprof__stacktab_init();
   int err = 0;
   if (rate_ns > 0 && !ensure_agg(&block_agg)) err = CPROF_ENOMEM;
   if (!err) atomic_store(&block_rate, rate_ns);
   update_switches();
-  pthread_mutex_unlock(&settings_lock);
+  cprof__unlock(&settings_lock);
   return err;
 }
 
@@ -721,7 +580,7 @@ static void child_after_fork(void) {
 }
 
 void cprof__contention_env_init(void) {
-  for (int f = 0; f < F_COUNT; f++) real(f);
+  cprof__real_init();
   pthread_atfork(NULL, NULL, child_after_fork);
   long long v;
   if (cprof__env_int("CPROF_MUTEX_FRACTION", 0, INT_MAX,

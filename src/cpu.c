@@ -32,6 +32,7 @@
 #include "profile.h"
 #include "stack.h"
 #include "stacktab.h"
+#include "lock.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -260,7 +261,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
   }
 
   int err = 0;
-  pthread_mutex_lock(&engine_lock);
+  cprof__lock(&engine_lock);
   int slot = -1;
   for (int i = 0; i < CPROF__CPU_SESSIONS && slot < 0; i++)
     if (!atomic_load(&sessions[i])) slot = i;
@@ -284,7 +285,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
     s->start_ns = cprof__now_ns();
     atomic_store(&sessions[slot], s);
   }
-  pthread_mutex_unlock(&engine_lock);
+  cprof__unlock(&engine_lock);
   if (err) {
     cprof__agg_free(s->agg);
     cprof__free(s);
@@ -376,7 +377,7 @@ static int write_session(cprof__cpu_session *s, const exited_name *gone,
 int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
   if (!s) return CPROF_EINVAL;
   int64_t end_ns = cprof__now_ns();
-  pthread_mutex_lock(&engine_lock);
+  cprof__lock(&engine_lock);
   bool found = false, others = false;
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
     cprof__cpu_session *cur = atomic_load(&sessions[i]);
@@ -399,7 +400,7 @@ int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
   exited_name *gone = found && sink ? cprof__malloc(ngone * sizeof *gone + 1)
                                     : NULL;
   if (gone) memcpy(gone, exited, ngone * sizeof *gone);
-  pthread_mutex_unlock(&engine_lock);
+  cprof__unlock(&engine_lock);
   if (!found) return CPROF_EINVAL;
   int err = sink ? write_session(s, gone, gone ? ngone : 0, end_ns, sink) : 0;
   cprof__free(gone);
@@ -422,15 +423,15 @@ int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 
 void cprof__cpu_thread_started(void) {
   if (atomic_load(&engine_hz) == 0) return;
-  pthread_mutex_lock(&engine_lock);
+  cprof__lock(&engine_lock);
   if (atomic_load(&engine_hz) != 0) arm_thread(current_tid());
-  pthread_mutex_unlock(&engine_lock);
+  cprof__unlock(&engine_lock);
 }
 
 void cprof__cpu_thread_exiting(void) {
   if (atomic_load(&engine_hz) == 0) return;
   pid_t tid = current_tid();
-  pthread_mutex_lock(&engine_lock);
+  cprof__lock(&engine_lock);
   for (size_t i = 0; i < ntimers; i++) {
     if (timers[i].tid == tid) {
       timer_delete(timers[i].timer);
@@ -446,22 +447,22 @@ void cprof__cpu_thread_exiting(void) {
                "thread-%d", (int)tid);
     nexited++;
   }
-  pthread_mutex_unlock(&engine_lock);
+  cprof__unlock(&engine_lock);
 }
 
 int cprof_cpu_start(int hz) {
-  pthread_mutex_lock(&app_lock);
+  cprof__lock(&app_lock);
   int err = app_session ? CPROF_EBUSY
                         : cprof__cpu_session_start(hz, &app_session);
-  pthread_mutex_unlock(&app_lock);
+  cprof__unlock(&app_lock);
   return err;
 }
 
 int cprof_cpu_stop(const cprof_sink *sink) {
-  pthread_mutex_lock(&app_lock);
+  cprof__lock(&app_lock);
   cprof__cpu_session *s = app_session;
   app_session = NULL;
-  pthread_mutex_unlock(&app_lock);
+  cprof__unlock(&app_lock);
   if (!s) return CPROF_EINVAL;
   return cprof__cpu_session_stop(s, sink);
 }

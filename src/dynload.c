@@ -7,6 +7,7 @@
 #include "cprof.h"
 #include "dynload.h"
 #include "mem.h"
+#include "lock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -41,10 +42,10 @@ int cprof__dynload(cprof__dynlib *lib) {
   /* dlopen runs the library's constructors, which allocate: none of that
    * is the application's. */
   cprof__guard_enter();
-  pthread_mutex_lock(&lock);
+  cprof__lock(&lock);
   if (lib->state == 0) lib->state = load(lib) == 0 ? 1 : -1;
   int rc = lib->state == 1 ? 0 : CPROF_EUNSUPPORTED;
-  pthread_mutex_unlock(&lock);
+  cprof__unlock(&lock);
   cprof__guard_exit();
   return rc;
 }

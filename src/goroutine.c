@@ -37,6 +37,7 @@
 #include "stacktab.h"
 #include "symbolize.h"
 #include "threads.h"
+#include "lock.h"
 
 /* How long the collector waits for one thread's answer. */
 #define ANSWER_TIMEOUT_NS (20 * 1000 * 1000)
@@ -202,8 +203,8 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
   errno = saved_errno;
 }
 
-static void before_fork(void) { pthread_mutex_lock(&collect_lock); }
-static void after_fork(void) { pthread_mutex_unlock(&collect_lock); }
+static void before_fork(void) { cprof__lock(&collect_lock); }
+static void after_fork(void) { cprof__unlock(&collect_lock); }
 
 static void setup(void) {
   long long off = DEFAULT_SIGNAL_OFFSET;
@@ -420,7 +421,7 @@ static int goroutine_collect(cprof__records *out) {
   cprof__stacktab_init();
   pid_t *tids = NULL;
   size_t ntids = 0;
-  pthread_mutex_lock(&collect_lock);
+  cprof__lock(&collect_lock);
   snapshot_exec_ranges();
   int64_t t0 = cprof__mono_ns();
   out->time_ns = cprof__now_ns();
@@ -431,15 +432,15 @@ static int goroutine_collect(cprof__records *out) {
     err = one_thread(tids[i], self, out, &st);
   st.total_ns = cprof__mono_ns() - t0;
   last_stats = st;
-  pthread_mutex_unlock(&collect_lock);
+  cprof__unlock(&collect_lock);
   cprof__free(tids);
   return err;
 }
 
 void cprof__goroutine_last_stats(cprof__goroutine_stats *out) {
-  pthread_mutex_lock(&collect_lock);
+  cprof__lock(&collect_lock);
   *out = last_stats;
-  pthread_mutex_unlock(&collect_lock);
+  cprof__unlock(&collect_lock);
 }
 
 static long goroutine_entries(void) {

@@ -33,6 +33,7 @@
 #include "maps.h"
 #include "mem.h"
 #include "symbolize.h"
+#include "lock.h"
 
 #define ARENA_CHUNK (64 * 1024)
 #define MAX_FRAMES ((int)CPROF__ARRAY_LEN(((cprof__sym_result *)0)->frames))
@@ -134,8 +135,8 @@ static struct {
 
 static pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void cprof__sym_lock(void) { pthread_mutex_lock(&sym_mu); }
-void cprof__sym_unlock(void) { pthread_mutex_unlock(&sym_mu); }
+void cprof__sym_lock(void) { cprof__lock(&sym_mu); }
+void cprof__sym_unlock(void) { cprof__unlock(&sym_mu); }
 
 /* Arena: bump allocation in 64 KiB chunks, freed all at once on rebuild. */
 
