@@ -1,8 +1,11 @@
 /*
  * The cost of what a sample does in its signal handler: walking a ~40-frame
  * stack, walking and interning it (the table already holds it, the common
- * case), and adding to an aggregation table. Printed in nanoseconds per
- * operation, next to an empty loop as the baseline.
+ * case), and adding to an aggregation table; then a walk through 30
+ * frames built without frame pointers, by CFI rows (the default) and by
+ * frame pointers alone (CPROF_UNWIND=fp), which cannot get through them.
+ * Printed in nanoseconds per operation, next to an empty loop as the
+ * baseline.
  */
 #include <stdio.h>
 
@@ -68,9 +71,34 @@ static void bench_agg(void) {
   cprof__agg_free(a);
 }
 
+uintptr_t nofp_recurse(int depth, uintptr_t (*bottom)(void));
+
+/* Below 30 frames without frame pointers: times the walk in each mode. */
+static uintptr_t nofp_bottom(void) {
+  static const struct {
+    int mode;
+    const char *name;
+  } modes[] = {{CPROF__UNWIND_AUTO, "cfi (auto)"}, {CPROF__UNWIND_FP, "fp"}};
+  uintptr_t pcs[CPROF__STACK_BUF];
+  for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+    cprof__stack_set_mode(modes[m].mode);
+    size_t n = cprof__stack_walk_here(pcs, CPROF__STACK_BUF, 0);
+    int64_t t0 = cprof__mono_ns();
+    for (long i = 0; i < ITERS; i++)
+      sink_ += cprof__stack_walk_here(pcs, CPROF__STACK_BUF, 0);
+    printf("walk through 30 frames without frame pointers, %s: %zu frames, "
+           "%.1f ns\n",
+           modes[m].name, n, per_op(t0, ITERS));
+  }
+  cprof__stack_set_mode(CPROF__UNWIND_AUTO);
+  return 0;
+}
+
 int main(void) {
   cprof__stack_register_thread();
   if (cprof__stacktab_init() != 0) return 1;
+  cprof__stack_refresh();
+  sink_ += nofp_recurse(30, nofp_bottom);
   recurse(DEPTH - 2, JOB_WALK);
   recurse(DEPTH - 2, JOB_INTERN);
   bench_agg();

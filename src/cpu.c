@@ -32,6 +32,7 @@
 #include "profile.h"
 #include "stack.h"
 #include "stacktab.h"
+#include "sys.h"
 #include "lock.h"
 
 #ifndef sigev_notify_thread_id
@@ -73,15 +74,12 @@ static size_t nexited;
 static bool handler_installed;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 
-static pid_t current_tid(void) { return (pid_t)syscall(SYS_gettid); }
+static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
-static void on_sigprof(int sig, siginfo_t *si, void *uc) {
-  (void)sig;
-  int saved_errno = errno;
-  /* Only our own timers count: a leftover setitimer or a kill(SIGPROF)
-   * from elsewhere must not add samples. */
-  if (si->si_code != SI_TIMER || atomic_load(&engine_hz) == 0) goto out;
-  atomic_fetch_add(&handlers_running, 1);
+/* Walks and records one sample; on its own frame (the stack buffer is
+ * most of a handler's stack use), entered only once the room is known. */
+__attribute__((noinline)) static void take_sample(const siginfo_t *si,
+                                                  void *uc) {
   uintptr_t pcs[CPROF__STACK_BUF];
   size_t n = cprof__stack_walk_ucontext(uc, pcs, CPROF__ARRAY_LEN(pcs));
   cprof__stack_id sid = cprof__stacktab_intern(pcs, n);
@@ -93,6 +91,32 @@ static void on_sigprof(int sig, siginfo_t *si, void *uc) {
     if (s && !cprof__agg_add(s->agg, sid, tid, vals))
       atomic_fetch_add(&s->lost, (uint64_t)weight);
   }
+}
+
+/* A sample that cannot be taken (too little stack left) still counts, as a
+ * lost sample, so the profile's total stays true. */
+static void lose_sample(const siginfo_t *si) {
+  int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
+  for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
+    cprof__cpu_session *s = atomic_load(&sessions[i]);
+    if (s) atomic_fetch_add(&s->lost, (uint64_t)weight);
+  }
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  int saved_errno = errno;
+  /* Only our own timers count: a leftover setitimer or a kill(SIGPROF)
+   * from elsewhere must not add samples. */
+  if (si->si_code != SI_TIMER || atomic_load(&engine_hz) == 0) goto out;
+  atomic_fetch_add(&handlers_running, 1);
+  /* The signal may land on a nearly exhausted stack (a thread recovering
+   * from an overflow) or a small alternate stack of the program's own: a
+   * sample is only taken with room for the deepest walk. */
+  if (cprof__stack_room() >= CPROF__HANDLER_STACK)
+    take_sample(si, uc);
+  else
+    lose_sample(si);
   atomic_fetch_sub(&handlers_running, 1);
 out:
   errno = saved_errno;
@@ -250,6 +274,8 @@ static int install_handler(void) {
 int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
   if (hz == 0) hz = CPROF__CPU_DEFAULT_HZ;
   if (hz < 1 || hz > CPROF__CPU_MAX_HZ || !out) return CPROF_EINVAL;
+  /* The unwind tables cover what is loaded when the profile starts. */
+  cprof__stack_refresh();
   pthread_once(&atfork_once, install_atfork);
   cprof__stacktab_init();
   cprof__cpu_session *s = cprof__calloc(1, sizeof *s);

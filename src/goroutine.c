@@ -35,6 +35,7 @@
 #include "profile.h"
 #include "stack.h"
 #include "stacktab.h"
+#include "sys.h"
 #include "symbolize.h"
 #include "threads.h"
 #include "lock.h"
@@ -73,7 +74,7 @@ CPROF__DISTINCT void cprof_thread_did_not_answer(void) {
   __asm__ volatile("nop" ::: "memory");
 }
 
-static pid_t gettid_raw(void) { return (pid_t)syscall(SYS_gettid); }
+static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /*
  * Threads blocked inside libc (a futex wait, a read) are usually stopped in
@@ -113,14 +114,16 @@ __attribute__((no_sanitize("address", "thread"))) static bool read_word(
 }
 
 /* True when the code before a looks like a call: call rel32 (E8), or an
- * indirect call through a register or memory (FF /2, 2 to 7 bytes). */
-__attribute__((no_sanitize("address", "thread"))) static bool
-is_return_address(uintptr_t a) {
+ * indirect call through a register or memory (FF /2, 2 to 7 bytes). The
+ * code is copied by the fault-free reader: its library may be unloaded
+ * while the handler runs. */
+static bool is_return_address(uintptr_t a) {
   if (!in_exec(a) || !in_exec(a - 7)) return false;
-  const unsigned char *c = (const unsigned char *)a;
-  if (c[-5] == 0xe8) return true;
+  unsigned char c[8]; /* c[8 - k] is the byte at a - k */
+  if (!cprof__safe_read(a - 8, c, sizeof c)) return false;
+  if (c[8 - 5] == 0xe8) return true;
   for (int len = 2; len <= 7; len++)
-    if (c[-len] == 0xff && ((c[-len + 1] >> 3) & 7) == 2) return true;
+    if (c[8 - len] == 0xff && ((c[8 - len + 1] >> 3) & 7) == 2) return true;
   return false;
 }
 
@@ -155,15 +158,16 @@ static size_t scan_walk(uintptr_t sp, uintptr_t fp, uintptr_t *pcs,
   return n + cprof__stack_walk_from(r - 1, f, x + 16, pcs + n, max - n);
 }
 
-/* The interrupted thread's stack: the frame walk when it stopped in the
- * main executable, the scan when it stopped in a library (libc is built
- * without frame pointers). */
+/* The interrupted thread's stack: the CFI walk, which steps through libc's
+ * frames by their rows; with CPROF_UNWIND=fp, the frame walk when it
+ * stopped in the main executable and the scan when it stopped in a library
+ * (libc is built without frame pointers). */
 static size_t walk_interrupted(const void *uc, uintptr_t *pcs, size_t max) {
 #if defined(__x86_64__)
   const ucontext_t *u = uc;
   uintptr_t pc = (uintptr_t)u->uc_mcontext.gregs[REG_RIP];
-  if (atomic_load(&nexec) > 0 && !(pc >= exec_ranges[0].lo &&
-                                   pc < exec_ranges[0].hi)) {
+  if (cprof__stack_mode() == CPROF__UNWIND_FP && atomic_load(&nexec) > 0 &&
+      !(pc >= exec_ranges[0].lo && pc < exec_ranges[0].hi)) {
     pcs[0] = pc;
     return scan_walk((uintptr_t)u->uc_mcontext.gregs[REG_RSP],
                      (uintptr_t)u->uc_mcontext.gregs[REG_RBP], pcs, max);
@@ -197,7 +201,11 @@ static void on_signal(int sig, siginfo_t *si, void *uc) {
   if ((w & 3) == REQ_WAITING && atomic_load(&req.target) == gettid_raw() &&
       atomic_compare_exchange_strong(&req.word, &w,
                                      (w & ~(uint64_t)3) | REQ_WRITING)) {
-    req.n = walk_interrupted(uc, req.pcs, CPROF__ARRAY_LEN(req.pcs));
+    /* Too little stack left for a walk: the thread answers with an
+     * empty stack rather than overrun its stack. */
+    req.n = cprof__stack_room() >= CPROF__HANDLER_STACK
+                ? walk_interrupted(uc, req.pcs, CPROF__ARRAY_LEN(req.pcs))
+                : 0;
     atomic_store(&req.word, (w & ~(uint64_t)3) | REQ_DONE);
   }
   errno = saved_errno;

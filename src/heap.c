@@ -873,9 +873,9 @@ static bool in_operator_new(uintptr_t pc) {
 }
 
 static bool after_call(uintptr_t ret) {
-  if (ret < 4096 || !cprof__stack_readable(ret - 6)) return false;
-  const unsigned char *b = (const unsigned char *)ret;
-  return b[-5] == 0xe8 || (b[-6] == 0xff && b[-5] == 0x15);
+  unsigned char b[8]; /* b[8 - k] is the byte at ret - k */
+  if (ret < 4096 || !cprof__safe_read(ret - 8, b, sizeof b)) return false;
+  return b[8 - 5] == 0xe8 || (b[8 - 6] == 0xff && b[8 - 5] == 0x15);
 }
 
 /* pcs[0] is in operator new and fp is the frame of the exported function
@@ -978,7 +978,10 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
     }
     uintptr_t pcs[CPROF__STACK_BUF];
     size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), skip);
-    if (depth >= 1 && in_operator_new(pcs[0]))
+    /* The CFI walk steps through operator new by its row; the frame
+     * pointer walk needs the caller added back. */
+    if (depth >= 1 && cprof__stack_mode() == CPROF__UNWIND_FP &&
+        in_operator_new(pcs[0]))
       depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
     cprof__stack_id sid = intern_stack(pcs, depth);
     const int64_t v[2] = {1, (int64_t)n};

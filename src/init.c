@@ -23,6 +23,7 @@ const int cprof__init_anchor = 1;
 __attribute__((constructor)) static void cprof__init(void) {
   cprof__stacktab_init();
   cprof__stack_register_thread();
+  cprof__stack_init();
   cprof__threads_init();
   cprof__heap_init();
   cprof__contention_env_init();

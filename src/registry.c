@@ -15,6 +15,7 @@
 #include "hmap.h"
 #include "mem.h"
 #include "registry.h"
+#include "stack.h"
 #include "threads.h"
 
 static const cprof__profile_def *const profiles[] = {
@@ -51,6 +52,9 @@ int cprof_profile_write(const char *name, int debug, const cprof_sink *sink) {
   if (!sink || !sink->write || debug < 0) return CPROF_EINVAL;
   const cprof__profile_def *def = cprof__profile_find(name);
   if (!def) return CPROF_ENOPROFILE;
+  /* Objects loaded since the last profile get their unwind tables now,
+   * before the stacks are collected and walked. */
+  cprof__stack_refresh();
   cprof__records recs = {0};
   int err = def->collect(&recs);
   if (!err) err = def->write(&recs, debug, 0, sink);

@@ -49,6 +49,40 @@ CPROF__HIDDEN size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max,
                                             size_t skip)
     __attribute__((noinline));
 
+/* How walks step between frames (CPROF_UNWIND): by CFI rows where the
+ * loaded object has them and frame pointers elsewhere (auto, the default),
+ * by frame pointers only (fp), or by CFI rows only, frame pointers only in
+ * code without rows (cfi). */
+enum { CPROF__UNWIND_AUTO, CPROF__UNWIND_FP, CPROF__UNWIND_CFI };
+CPROF__HIDDEN void cprof__stack_set_mode(int mode);
+CPROF__HIDDEN int cprof__stack_mode(void);
+
+/* Reads CPROF_UNWIND and builds the unwind tables of the objects loaded
+ * now. Normal context; called from the constructor. */
+CPROF__HIDDEN void cprof__stack_init(void);
+
+/* Brings the unwind tables up to date with the loaded objects (cheap when
+ * nothing was loaded or unloaded). Normal context, never in a handler. */
+CPROF__HIDDEN void cprof__stack_refresh(void);
+
+/* The bytes of stack below the caller's frame that a signal handler may
+ * still use: on the thread's own stack (bounds cached) or on the
+ * alternate signal stack it runs on; 0 when neither is known to hold the
+ * stack pointer. Async-signal-safe. */
+CPROF__HIDDEN size_t cprof__stack_room(void);
+
+/* The stack room a handler requires before it walks: its deepest use
+ * (measured by test_handler_stack, under 3 KiB) with a margin for the
+ * calls the sanitizers add. A signal with less room left is not sampled. */
+#define CPROF__HANDLER_STACK ((size_t)4096)
+
+/* Copies len (at most 64) bytes at addr into out, or returns 0 when they
+ * cannot be read; never faults, even when another thread unmaps the
+ * memory meanwhile (process_vm_readv, or page probes where that call is
+ * refused). For code and other memory outside the thread's own stack.
+ * Async-signal-safe; preserves errno. */
+CPROF__HIDDEN int cprof__safe_read(uintptr_t addr, void *out, size_t len);
+
 /* True when [addr, addr + 16) can be read without faulting. Signal-safe;
  * preserves errno. Costs one system call. */
 CPROF__HIDDEN int cprof__stack_readable(uintptr_t addr);

@@ -239,6 +239,9 @@ static void *garbage_thread(void *arg) {
 
 static void test_garbage(void) {
   setup_bad_pages();
+  /* Frame-pointer validation first, alone: the fake chains below hold
+   * return addresses in no loaded object, which the CFI walk refuses. */
+  cprof__stack_set_mode(CPROF__UNWIND_FP);
   /* The main thread has bounds; a new thread has none. */
   size_t deep = garbage_all(3000);
   CHECK(deep > 100);
@@ -286,6 +289,18 @@ static void test_garbage(void) {
   n = cprof__stack_walk_from(0x1000,
                              edge_page + page_size - 8,
                              edge_page, pcs, CPROF__STACK_BUF);
+  CHECK_EQ_INT(n, 1);
+
+  /* With unwind tables, the same garbage never faults either, and a return
+   * address outside every loaded object ends the walk before it is kept:
+   * the well-formed fake chain gives its first frame only. */
+  cprof__stack_set_mode(CPROF__UNWIND_AUTO);
+  cprof__stack_refresh();
+  garbage_all(1000);
+  chain[0] = (uintptr_t)&chain[4];
+  chain[4] = (uintptr_t)&chain[8];
+  n = cprof__stack_walk_from(0x1000, (uintptr_t)chain, (uintptr_t)chain, pcs,
+                             CPROF__STACK_BUF);
   CHECK_EQ_INT(n, 1);
   free(chain);
 }

@@ -1,0 +1,56 @@
+/*
+ * Raw system calls for signal handlers. A handler that calls libc's
+ * syscall() goes through the PLT, and the first call of a lazily bound
+ * symbol enters the dynamic linker's resolver, which saves the whole
+ * vector state on the stack (over a kilobyte): too much for a handler that
+ * runs on a nearly exhausted stack or a small alternate one, and not
+ * async-signal-safe in spirit. These inline the instruction instead. They
+ * return the kernel's result: a negative errno value on failure, and never
+ * touch errno.
+ */
+#ifndef CPROF_SYS_H
+#define CPROF_SYS_H
+
+#include <errno.h>
+#include <unistd.h>
+
+static inline long cprof__sys6(long n, long a, long b, long c, long d, long e,
+                               long f) {
+#if defined(__x86_64__)
+  long ret;
+  register long r10 __asm__("r10") = d;
+  register long r8 __asm__("r8") = e;
+  register long r9 __asm__("r9") = f;
+  __asm__ volatile("syscall"
+                   : "=a"(ret)
+                   : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8),
+                     "r"(r9)
+                   : "rcx", "r11", "memory");
+  return ret;
+#elif defined(__aarch64__)
+  register long x8 __asm__("x8") = n;
+  register long x0 __asm__("x0") = a;
+  register long x1 __asm__("x1") = b;
+  register long x2 __asm__("x2") = c;
+  register long x3 __asm__("x3") = d;
+  register long x4 __asm__("x4") = e;
+  register long x5 __asm__("x5") = f;
+  __asm__ volatile("svc 0"
+                   : "+r"(x0)
+                   : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+                   : "memory");
+  return x0;
+#else
+  int saved = errno;
+  long r = syscall(n, a, b, c, d, e, f);
+  if (r == -1) r = -errno;
+  errno = saved;
+  return r;
+#endif
+}
+
+static inline long cprof__sys4(long n, long a, long b, long c, long d) {
+  return cprof__sys6(n, a, b, c, d, 0, 0);
+}
+
+#endif

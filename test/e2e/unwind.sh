@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Whole stacks through code without frame pointers: programs built -O2
+# without frame-pointer flags, run under `cprof run --dump cpu,heap`. Their
+# CPU samples must reach main, a qsort or std::sort callback must keep its
+# caller, and allocations through strdup, std::string, std::vector,
+# std::map and exceptions must be charged to the calling function. With
+# CPROF_UNWIND=fp the old frame-pointer walk is used, and it cannot.
+source "$(dirname "$0")/lib.bash"
+cprof=$CPROF_BUILD/cprof
+shares=$CPROF_SRC/test/e2e/traces.py
+progs=$CPROF_BUILD/test/progs
+rt=$(preload_env "$progs/nofp_callbacks" | sed 's#[^ ]*libcprof\.so##')
+if tsan_build "$progs/nofp_callbacks"; then
+  skip_rest "preloaded runs are covered by the plain and ASan builds"
+fi
+
+# run NAME PROG [ENV...]: profiles PROG for 1.5 CPU seconds; leaves the
+# extracted files in $TMP/NAME.
+run() {
+  local name=$1 prog=$2
+  shift 2
+  env "$@" LD_PRELOAD="$rt" "$cprof" run --dump cpu,heap \
+    --dump-out "$TMP/$name.log" -- "$prog" 1.5 >/dev/null
+  "$cprof" extract -o "$TMP/$name" "$TMP/$name.log" >/dev/null
+}
+
+# share NAME PROFILE [pprof options] -- [traces.py arguments]: prints the
+# second column of traces.py's first line.
+share() {
+  local name=$1 kind=$2
+  shift 2
+  local opts=()
+  while [ "$1" != -- ]; do opts+=("$1"); shift; done
+  shift
+  pprof -traces "${opts[@]}" "$TMP/$name"/"$kind"-*.pb.gz | python3 "$shares" "$@" |
+    awk 'NR == 1 {print $2}'
+}
+
+# at_least VALUE MIN WHAT
+at_least() {
+  awk -v v="$1" -v m="$2" 'BEGIN { exit !(v + 0 >= m + 0) }' ||
+    fail "$3: $1% (at least $2% expected)"
+  checks=$((checks + 1))
+  echo "ok: $3: $1%"
+}
+
+run c "$progs/nofp_callbacks" CPROF_HEAP_RATE=65536
+at_least "$(share c cpu -- main)" 95 "C: CPU samples reaching main"
+at_least "$(share c cpu -- --given compare_records sort_records)" 95 \
+  "C: samples in the qsort comparator that keep sort_records"
+at_least "$(share c heap -sample_index=alloc_space -- --given __strdup make_names)" 95 \
+  "C: strdup's bytes charged to make_names"
+
+# Sampling every 64 KiB, so that even the small exception objects are
+# sampled many times in a run.
+run cxx "$progs/nofp_cxx" CPROF_HEAP_RATE=65536
+at_least "$(share cxx cpu -- main)" 95 "C++: CPU samples reaching main"
+at_least "$(share cxx cpu -- --given weigh sort_phase)" 90 \
+  "C++: the std::sort comparator's samples that keep sort_phase"
+at_least "$(share cxx heap -sample_index=alloc_space -- main)" 95 \
+  "C++: allocated bytes reaching main"
+for f in grow_strings grow_vector map_phase; do
+  at_least "$(share cxx heap -sample_index=alloc_space -- "$f")" 0.1 \
+    "C++: allocations charged to $f"
+done
+at_least "$(share cxx heap -sample_index=alloc_space -- --given _M_mutate "grow_strings|map_phase")" 95 \
+  "C++: std::string growth charged to its callers"
+at_least "$(share cxx heap -sample_index=alloc_objects -- --given __cxa_allocate_exception throw_some)" 95 \
+  "C++: exception objects charged to throw_some"
+
+run fp "$progs/nofp_callbacks" CPROF_UNWIND=fp
+fp_main=$(share fp cpu -- main)
+awk -v v="$fp_main" 'BEGIN { exit !(v + 0 < 50) }' ||
+  fail "CPROF_UNWIND=fp reached main in $fp_main% of samples: the knob had no effect"
+checks=$((checks + 1))
+echo "ok: CPROF_UNWIND=fp walks frame pointers only (main in $fp_main%)"
+
+CPROF_UNWIND=sideways LD_PRELOAD="$rt" "$cprof" run -- /bin/true 2>"$TMP/bad.txt"
+expect_match "$TMP/bad.txt" '^cprof: CPROF_UNWIND=sideways: not auto, fp or cfi; using auto$' \
+  "a bad CPROF_UNWIND gives one line"
+finish

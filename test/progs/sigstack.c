@@ -1,0 +1,163 @@
+/*
+ * Programs that run signal handlers on small or exhausted stacks, with
+ * cprof's CPU profile at 1000 Hz. Modes:
+ *   sigstack altstack BYTES   the program's own SA_ONSTACK handler burns CPU
+ *                             on an alternate stack of BYTES, so SIGPROF
+ *                             lands there; the memory below the alternate
+ *                             stack must stay untouched. Prints the deepest
+ *                             use of the alternate stack with and without
+ *                             the profile ("altstack use: N bytes ...").
+ *   sigstack overflow N       a thread with a 64 KiB stack overflows it N
+ *                             times, recovering each time with sigaltstack,
+ *                             a SIGSEGV handler and siglongjmp, while
+ *                             SIGPROF keeps arriving.
+ * Exit status 0 when the program survived intact; messages on stderr.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cprof.h"
+
+#define CANARY 0xa5
+#define BELOW 16384
+
+static unsigned char *region; /* [BELOW canary bytes][altstack] */
+static size_t alt_size;
+static volatile uint64_t burn_sink;
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The program's own handler: 20 ms of CPU on the alternate stack. */
+static void on_usr1(int sig) {
+  (void)sig;
+  double t0 = cpu_now();
+  while (cpu_now() - t0 < 0.02) burn_sink = burn_sink * 31 + 7;
+}
+
+/* The lowest byte of the alternate stack that no longer holds the fill
+ * pattern, as a depth from its top. */
+static size_t deepest_use(void) {
+  unsigned char *alt = region + BELOW;
+  for (size_t i = 0; i < alt_size; i++)
+    if (alt[i] != CANARY) return alt_size - i;
+  return 0;
+}
+
+static size_t run_handlers(int rounds) {
+  size_t deepest = 0;
+  for (int r = 0; r < rounds; r++) {
+    memset(region + BELOW, CANARY, alt_size);
+    raise(SIGUSR1);
+    size_t d = deepest_use();
+    if (d > deepest) deepest = d;
+  }
+  return deepest;
+}
+
+static int altstack(size_t bytes) {
+  alt_size = bytes;
+  region = malloc(BELOW + bytes);
+  if (!region) return 1;
+  memset(region, CANARY, BELOW + bytes);
+  stack_t ss = {.ss_sp = region + BELOW, .ss_size = bytes, .ss_flags = 0};
+  if (sigaltstack(&ss, NULL) != 0) {
+    perror("sigaltstack");
+    return 1;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_ONSTACK;
+  sigaction(SIGUSR1, &sa, NULL);
+
+  size_t plain = run_handlers(10);
+  if (cprof_cpu_start(1000) != 0) {
+    fprintf(stderr, "cprof_cpu_start failed\n");
+    return 1;
+  }
+  size_t profiled = run_handlers(50);
+  cprof_buf buf = {0};
+  cprof_sink sink = cprof_sink_buf(&buf);
+  int err = cprof_cpu_stop(&sink);
+  cprof_buf_free(&buf);
+  for (size_t i = 0; i < BELOW; i++)
+    if (region[i] != CANARY) {
+      fprintf(stderr, "memory %zu bytes below the alternate stack was written\n",
+              BELOW - i);
+      return 1;
+    }
+  printf("altstack use: %zu bytes without the profile, %zu with it\n", plain,
+         profiled);
+  return err != 0;
+}
+
+static __thread sigjmp_buf recover_at;
+static volatile size_t depth_reached;
+
+static void on_segv(int sig) {
+  (void)sig;
+  siglongjmp(recover_at, 1);
+}
+
+/* Recurses until the stack runs out (the limit is never reached: a
+ * 64 KiB stack ends long before). */
+static volatile size_t depth_limit = SIZE_MAX;
+
+__attribute__((noinline)) static size_t recurse(size_t n) {
+  volatile char pad[256];
+  pad[0] = (char)n;
+  depth_reached = n;
+  if (n >= depth_limit) return pad[0];
+  return recurse(n + 1) + pad[0];
+}
+
+static void *overflow_thread(void *arg) {
+  int rounds = *(int *)arg;
+  static unsigned char alt[65536];
+  stack_t ss = {.ss_sp = alt, .ss_size = sizeof alt, .ss_flags = 0};
+  sigaltstack(&ss, NULL);
+  for (volatile int r = 0; r < rounds; r++) {
+    if (sigsetjmp(recover_at, 1) == 0) recurse(0);
+  }
+  return NULL;
+}
+
+static int overflow(int rounds) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_segv;
+  sa.sa_flags = SA_ONSTACK | SA_NODEFER;
+  sigaction(SIGSEGV, &sa, NULL);
+  if (cprof_cpu_start(1000) != 0) return 1;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 65536);
+  pthread_t t;
+  if (pthread_create(&t, &attr, overflow_thread, &rounds) != 0) return 1;
+  pthread_join(t, NULL);
+  cprof_buf buf = {0};
+  cprof_sink sink = cprof_sink_buf(&buf);
+  int err = cprof_cpu_stop(&sink);
+  cprof_buf_free(&buf);
+  printf("recovered %d overflows (depth %zu)\n", rounds, (size_t)depth_reached);
+  return err != 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "altstack") == 0)
+    return altstack((size_t)atol(argv[2]));
+  if (argc == 3 && strcmp(argv[1], "overflow") == 0)
+    return overflow(atoi(argv[2]));
+  fprintf(stderr, "usage: sigstack altstack BYTES | overflow N\n");
+  return 2;
+}
