@@ -19,6 +19,12 @@
 #include "pem.h"
 #include "pprofdec.h"
 
+/* The library directory of an installation, relative to the directory of
+ * the installed cprof (CMake passes the one it installs to). */
+#ifndef CPROF_REL_LIBDIR
+#define CPROF_REL_LIBDIR "../lib"
+#endif
+
 static const char usage[] =
     "usage: cprof <command> [arguments]\n"
     "\n"
@@ -39,6 +45,26 @@ static int wants_help(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return 1;
   return 0;
+}
+
+/* The environment variable that sets the limit on a profile's size. */
+#define MAX_SIZE_ENV "CPROF_MAX_PROFILE_SIZE"
+static const char limit_hint[] =
+    "; raise it with --max-size or " MAX_SIZE_ENV;
+
+/* The limit on a profile's decompressed size: arg (--max-size) when given,
+ * else the environment's, else PPROFDEC_MAX_SIZE. Returns 0, or -1 after
+ * saying what is wrong with the value. */
+static int max_size(const char *cmd, const char *arg, size_t *out) {
+  const char *env = arg ? NULL : getenv(MAX_SIZE_ENV);
+  *out = PPROFDEC_MAX_SIZE;
+  if (!arg && (!env || !*env)) return 0;
+  if (pprofdec_parse_size(arg ? arg : env, out) == 0) return 0;
+  fprintf(stderr,
+          "cprof %s: %s%s: not a size (bytes, or a number with K, M, G or "
+          "T)\n",
+          cmd, arg ? "--max-size " : MAX_SIZE_ENV "=", arg ? arg : env);
+  return -1;
 }
 
 static int cmd_version(int argc, char **argv) {
@@ -76,7 +102,7 @@ static const char extract_help[] =
     "    cprof extract - turn the profile dumps in a log back into files\n"
     "\n"
     "SYNOPSIS\n"
-    "    cprof extract [-o DIR] [-v] [FILE...]\n"
+    "    cprof extract [-o DIR] [-v] [--max-size SIZE] [FILE...]\n"
     "\n"
     "DESCRIPTION\n"
     "    Reads each FILE (standard input when none is given), finds every\n"
@@ -88,16 +114,78 @@ static const char extract_help[] =
     "    Blocks whose lines all carry a log prefix (a timestamp, a tag) are\n"
     "    recognised; lines the program logged in between are skipped.\n"
     "    A corrupt or truncated block is reported with the line it starts\n"
-    "    on, and extraction carries on with the next one.\n"
+    "    on, and extraction carries on with the next one. Two blocks never\n"
+    "    get the same file: the second gets the next free <seq>. The log is\n"
+    "    read line by line, in bounded memory whatever its size; lines longer\n"
+    "    than 64 KiB are cut (a block with one is refused), and a block\n"
+    "    larger than the limit, or whose gzip data inflates beyond it, is\n"
+    "    refused as a gzip bomb would be.\n"
     "\n"
-    "OPTIONS\n"
-    "    -o DIR   write the files into DIR (created if missing; default .)\n"
-    "    -v       print each file written\n"
+    "OPTIONS (anywhere before --)\n"
+    "    -o DIR            write the files into DIR (created if missing;\n"
+    "                      default .)\n"
+    "    -v                print each file written\n"
+    "    --max-size SIZE   the largest profile accepted, decoded and\n"
+    "                      decompressed: bytes, or with K, M, G (powers of\n"
+    "                      1024); default $CPROF_MAX_PROFILE_SIZE, else 256M\n"
     "\n"
     "EXIT STATUS\n"
     "    0 when at least one block was extracted and none failed; 1 when a\n"
-    "    block was corrupt or truncated, a file could not be written, or no\n"
-    "    block was found; 2 for a usage error.\n";
+    "    block was corrupt, truncated or too large, a file could not be\n"
+    "    read or written, or no block was found; 2 for a usage error.\n";
+
+/* For each file name stem (<profile>-<pid>.<ext>), where the search for a
+ * free sequence number goes on when a block's own number is taken: one
+ * past the last number this run took or found taken. No number is tried
+ * twice, so blocks with the same name cost a try or two each instead of one
+ * open per file written before them. */
+typedef struct name_slot {
+  char *stem; /* NULL for a free slot */
+  long long next;
+} name_slot;
+
+typedef struct name_table {
+  name_slot *slots;
+  size_t cap, n; /* cap is a power of two, at most half full */
+} name_table;
+
+static size_t stem_hash(const char *s) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return (size_t)(h ^ h >> 32);
+}
+
+/* The slot of stem, added (with next 0) when missing; NULL when out of
+ * memory. */
+static name_slot *name_slot_for(name_table *t, const char *stem) {
+  if (2 * (t->n + 1) > t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 64;
+    name_slot *slots = calloc(cap, sizeof *slots);
+    if (!slots) return NULL;
+    for (size_t i = 0; i < t->cap; i++) {
+      if (!t->slots[i].stem) continue;
+      size_t j = stem_hash(t->slots[i].stem) & (cap - 1);
+      while (slots[j].stem) j = (j + 1) & (cap - 1);
+      slots[j] = t->slots[i];
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+  }
+  size_t j = stem_hash(stem) & (t->cap - 1);
+  while (t->slots[j].stem && strcmp(t->slots[j].stem, stem) != 0)
+    j = (j + 1) & (t->cap - 1);
+  if (!t->slots[j].stem) {
+    if (!(t->slots[j].stem = strdup(stem))) return NULL;
+    t->n++;
+  }
+  return &t->slots[j];
+}
+
+static void name_table_free(name_table *t) {
+  for (size_t i = 0; i < t->cap; i++) free(t->slots[i].stem);
+  free(t->slots);
+}
 
 typedef struct extract_ctx {
   const char *dir;
@@ -105,6 +193,7 @@ typedef struct extract_ctx {
   int verbose;
   int failed;
   size_t written;
+  name_table names;
 } extract_ctx;
 
 static int write_all(int fd, const unsigned char *p, size_t n) {
@@ -133,21 +222,43 @@ static void safe_name(char *out, size_t len, const char *in) {
   if (i == 0) snprintf(out, len, "profile");
 }
 
-static void on_block(const pem_block *b, void *arg) {
-  extract_ctx *x = arg;
-  char name[32], path[PATH_MAX];
+/* Creates <dir>/<name>-<pid>-<seq>.<ext> for a block, never replacing a
+ * file: the block's own Seq first (1 without one), then, when that is
+ * taken, the next number not yet tried for that name. Returns the file
+ * descriptor, or -1 with errno set; path gets the name tried last. */
+static int create_output(extract_ctx *x, const pem_block *b, char *path,
+                         size_t len) {
+  char name[32], stem[96];
   safe_name(name, sizeof name, b->profile);
   const char *ext = b->debug ? "txt" : "pb.gz";
-  /* Without a Seq header, or when a file of that name was written in this
-   * run already, count up so no block overwrites another. */
-  long long seq = b->seq > 0 ? b->seq : 1;
-  int fd = -1;
-  for (int tries = 0; tries < 100000; tries++, seq++) {
-    snprintf(path, sizeof path, "%s/%s-%ld-%lld.%s", x->dir, name, b->pid, seq,
-             ext);
-    fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != EEXIST) break;
+  snprintf(stem, sizeof stem, "%s-%ld.%s", name, b->pid, ext);
+  name_slot *slot = name_slot_for(&x->names, stem);
+  if (!slot) {
+    snprintf(path, len, "%s/%s", x->dir, stem);
+    errno = ENOMEM;
+    return -1;
   }
+  long long seq = b->seq > 0 ? b->seq : 1;
+  for (int tries = 0; tries < 100000; tries++) {
+    snprintf(path, len, "%s/%s-%ld-%lld.%s", x->dir, name, b->pid, seq, ext);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) {
+      if (fd >= 0 && seq >= slot->next) slot->next = seq + 1;
+      return fd;
+    }
+    if (seq == LLONG_MAX) break;
+    /* Go on past every number this run took or found taken already. */
+    seq = seq + 1 > slot->next ? seq + 1 : slot->next;
+    slot->next = seq;
+  }
+  errno = EEXIST;
+  return -1;
+}
+
+static void on_block(const pem_block *b, void *arg) {
+  extract_ctx *x = arg;
+  char path[PATH_MAX];
+  int fd = create_output(x, b, path, sizeof path);
   if (fd < 0 || write_all(fd, b->data, b->len) != 0) {
     fprintf(stderr, "cprof extract: %s: %s\n", path, strerror(errno));
     x->failed = 1;
@@ -168,68 +279,62 @@ static void on_bad_block(size_t line, const char *label, const char *why,
   x->failed = 1;
 }
 
-static int read_whole(FILE *f, char **out, size_t *len) {
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  if (!buf) return -1;
-  for (;;) {
-    if (n == cap) {
-      char *b = realloc(buf, cap *= 2);
-      if (!b) {
-        free(buf);
-        return -1;
-      }
-      buf = b;
-    }
-    size_t r = fread(buf + n, 1, cap - n, f);
-    n += r;
-    if (r == 0) break;
-  }
-  if (ferror(f)) {
-    free(buf);
-    return -1;
-  }
-  *out = buf;
-  *len = n;
-  return 0;
+/* Options come anywhere before "--", as GNU getopt allows, whatever
+ * POSIXLY_CORRECT says: the option strings start with "-", so getopt hands
+ * each operand over in order (as option 1), and this adds those after
+ * "--". */
+static void add_operands(int argc, char **argv, const char **ops, int *n) {
+  for (int i = optind; i < argc; i++) ops[(*n)++] = argv[i];
 }
 
 static int cmd_extract(int argc, char **argv) {
-  extract_ctx x = {".", NULL, 0, 0, 0};
-  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
-  int opt;
+  extract_ctx x = {".", NULL, 0, 0, 0, {NULL, 0, 0}};
+  enum { O_MAX = 1000 };
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"max-size", required_argument, NULL, O_MAX},
+      {NULL, 0, NULL, 0}};
+  static const char use[] =
+      "usage: cprof extract [-o DIR] [-v] [--max-size SIZE] [FILE...]\n";
+  const char **files = calloc((size_t)argc + 1, sizeof *files);
+  const char *max_arg = NULL;
+  int nfiles = 0, opt;
+  if (!files) return 1;
   optind = 1;
-  while ((opt = getopt_long(argc, argv, "+o:vh", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "-o:vh", longopts, NULL)) != -1) {
     switch (opt) {
+      case 1: files[nfiles++] = optarg; break;
       case 'o': x.dir = optarg; break;
       case 'v': x.verbose = 1; break;
-      case 'h': fputs(extract_help, stdout); return 0;
-      default: fputs("usage: cprof extract [-o DIR] [-v] [FILE...]\n", stderr); return 2;
+      case O_MAX: max_arg = optarg; break;
+      case 'h': fputs(extract_help, stdout); free(files); return 0;
+      default: fputs(use, stderr); free(files); return 2;
     }
+  }
+  add_operands(argc, argv, files, &nfiles);
+  pem_callbacks cb = {on_block, on_bad_block, &x, 0, 0, limit_hint};
+  if (max_size("extract", max_arg, &cb.max_size) != 0) {
+    free(files);
+    return 2;
   }
   if (mkdir(x.dir, 0755) != 0 && errno != EEXIST) {
     fprintf(stderr, "cprof extract: %s: %s\n", x.dir, strerror(errno));
+    free(files);
     return 1;
   }
-  pem_callbacks cb = {on_block, on_bad_block, &x};
-  int nfiles = argc - optind;
   for (int i = 0; i < (nfiles ? nfiles : 1); i++) {
-    const char *name = nfiles ? argv[optind + i] : "-";
+    const char *name = nfiles ? files[i] : "-";
     FILE *f = strcmp(name, "-") == 0 ? stdin : fopen(name, "rb");
     x.source = strcmp(name, "-") == 0 ? "(stdin)" : name;
-    char *text;
-    size_t len;
-    if (!f || read_whole(f, &text, &len) != 0) {
+    size_t good;
+    if (!f || pem_scan_file(f, &cb, &good) != 0) {
       fprintf(stderr, "cprof extract: %s: %s\n", name, strerror(errno));
       x.failed = 1;
-      if (f && f != stdin) fclose(f);
-      continue;
     }
-    if (f != stdin) fclose(f);
-    pem_scan(text, len, &cb);
-    free(text);
+    if (f && f != stdin) fclose(f);
   }
+  free(files);
+  name_table_free(&x.names);
   if (x.written == 0 && !x.failed)
     fputs("cprof extract: no profile blocks found\n", stderr);
   printf("cprof extract: %zu profile%s written to %s\n", x.written,
@@ -237,28 +342,78 @@ static int cmd_extract(int argc, char **argv) {
   return x.failed || x.written == 0 ? 1 : 0;
 }
 
-/* Reads a whole file ("-": standard input) into memory. */
-static int read_file(const char *name, unsigned char **data, size_t *len) {
+/* Reads a whole file ("-": standard input) of at most max bytes into
+ * memory. Returns 0, -1 with errno set, or PPROFDEC_ETOOBIG. */
+static int read_file(const char *name, size_t max, unsigned char **data,
+                     size_t *len) {
   FILE *f = strcmp(name, "-") == 0 ? stdin : fopen(name, "rb");
   if (!f) return -1;
-  char *text;
-  int rc = read_whole(f, &text, len);
+  size_t cap = 1 << 16, n = 0;
+  unsigned char *buf = malloc(cap);
+  int rc = buf ? 0 : -1;
+  while (rc == 0) {
+    if (n == cap) {
+      if (cap > max) {
+        rc = PPROFDEC_ETOOBIG;
+        break;
+      }
+      /* Room for one byte past max, which tells a file of max bytes from
+       * a larger one. */
+      size_t ncap = cap > max / 2 ? max + 1 : cap * 2;
+      unsigned char *b = realloc(buf, ncap);
+      if (!b) {
+        rc = -1;
+        break;
+      }
+      buf = b;
+      cap = ncap;
+    }
+    size_t r = fread(buf + n, 1, cap - n, f);
+    n += r;
+    if (r == 0) {
+      if (ferror(f)) rc = -1;
+      break;
+    }
+  }
+  if (rc == 0 && n > max) rc = PPROFDEC_ETOOBIG;
+  int saved = errno;
   if (f != stdin) fclose(f);
-  if (rc == 0) *data = (unsigned char *)text;
-  return rc;
+  if (rc != 0) {
+    free(buf);
+    errno = saved;
+    return rc;
+  }
+  *data = buf;
+  *len = n;
+  return 0;
 }
 
-/* Reads and decodes a pprof file, printing why when it cannot. */
-static int load_profile(const char *cmd, const char *name,
+/* Reads and decodes a pprof file of at most max bytes (decompressed),
+ * printing why when it cannot. */
+static int load_profile(const char *cmd, const char *name, size_t max,
                         unsigned char **data, size_t *len,
                         pprofdec_profile *p) {
   char err[256];
-  if (read_file(name, data, len) != 0) {
+  /* The file may be a little larger than its content: gzip's framing (the
+   * limit itself is checked when decoding). */
+  size_t slack = (max >> 6) + 65536;
+  size_t max_file = max > SIZE_MAX - 1 - slack ? SIZE_MAX - 1 : max + slack;
+  int rc = read_file(name, max_file, data, len);
+  if (rc == PPROFDEC_ETOOBIG) {
+    pprofdec_format_size(err, sizeof err, max);
+    fprintf(stderr,
+            "cprof %s: %s: the file is larger than the %s limit allows%s\n",
+            cmd, name, err, limit_hint);
+    return -1;
+  }
+  if (rc != 0) {
     fprintf(stderr, "cprof %s: %s: %s\n", cmd, name, strerror(errno));
     return -1;
   }
-  if (pprofdec_decode(*data, *len, p, err, sizeof err) != 0) {
-    fprintf(stderr, "cprof %s: %s: %s\n", cmd, name, err);
+  rc = pprofdec_decode_max(*data, *len, max, p, err, sizeof err);
+  if (rc != 0) {
+    fprintf(stderr, "cprof %s: %s: %s%s\n", cmd, name, err,
+            rc == PPROFDEC_ETOOBIG ? limit_hint : "");
     free(*data);
     return -1;
   }
@@ -270,7 +425,7 @@ static const char view_help[] =
     "    cprof view - write a profile as a standalone HTML flame graph\n"
     "\n"
     "SYNOPSIS\n"
-    "    cprof view [-o OUT.html] FILE\n"
+    "    cprof view [-o OUT.html] [--max-size SIZE] FILE\n"
     "\n"
     "DESCRIPTION\n"
     "    Embeds the pprof FILE (gzipped or not, written by cprof, by Go or by\n"
@@ -279,16 +434,21 @@ static const char view_help[] =
     "    nothing else: open it in a browser to get an interactive flame graph\n"
     "    (click to zoom, hover for details, search) and a sortable top table,\n"
     "    with a choice of sample type. The file is checked to be a pprof\n"
-    "    profile first.\n"
+    "    profile first. Unless OUT is -, the name of the page written is\n"
+    "    printed on standard error.\n"
     "\n"
-    "OPTIONS\n"
-    "    -o OUT   the file to write (- for standard output); the default is\n"
-    "             FILE without .gz and .pb, plus .html, in the current\n"
-    "             directory\n"
+    "OPTIONS (anywhere before --)\n"
+    "    -o OUT            the file to write (- for standard output); the\n"
+    "                      default is FILE without .gz and .pb, plus .html,\n"
+    "                      in the current directory\n"
+    "    --max-size SIZE   the largest profile accepted, decompressed: bytes,\n"
+    "                      or with K, M, G (powers of 1024); default\n"
+    "                      $CPROF_MAX_PROFILE_SIZE, else 256M\n"
     "\n"
     "EXIT STATUS\n"
-    "    0 when the page was written; 1 when FILE cannot be read or is not a\n"
-    "    pprof profile, or OUT cannot be written; 2 for a usage error.\n";
+    "    0 when the page was written; 1 when FILE cannot be read, is not a\n"
+    "    pprof profile or is larger than the limit, or OUT cannot be\n"
+    "    written; 2 for a usage error.\n";
 
 static const char b64chars[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -325,25 +485,36 @@ static const unsigned char *find_marker(const char *marker) {
 }
 
 static int cmd_view(int argc, char **argv) {
-  const char *outname = NULL;
-  static const struct option longopts[] = {{"help", no_argument, NULL, 'h'},
-                                           {NULL, 0, NULL, 0}};
-  int opt;
+  const char *outname = NULL, *max_arg = NULL, *ops[2];
+  enum { O_MAX = 1000 };
+  static const struct option longopts[] = {
+      {"help", no_argument, NULL, 'h'},
+      {"max-size", required_argument, NULL, O_MAX},
+      {NULL, 0, NULL, 0}};
+  static const char use[] =
+      "usage: cprof view [-o OUT.html] [--max-size SIZE] FILE\n";
+  int opt, nops = 0;
   optind = 1;
-  while ((opt = getopt_long(argc, argv, "+o:h", longopts, NULL)) != -1) {
+  while ((opt = getopt_long(argc, argv, "-o:h", longopts, NULL)) != -1) {
     switch (opt) {
+      case 1:
+        if (nops == 2) break;
+        ops[nops++] = optarg;
+        break;
       case 'o': outname = optarg; break;
+      case O_MAX: max_arg = optarg; break;
       case 'h': fputs(view_help, stdout); return 0;
-      default:
-        fputs("usage: cprof view [-o OUT.html] FILE\n", stderr);
-        return 2;
+      default: fputs(use, stderr); return 2;
     }
   }
-  if (argc - optind != 1) {
-    fputs("usage: cprof view [-o OUT.html] FILE\n", stderr);
+  if (nops + argc - optind != 1) {
+    fputs(use, stderr);
     return 2;
   }
-  const char *in = argv[optind];
+  if (nops == 0) ops[nops++] = argv[optind];
+  size_t max;
+  if (max_size("view", max_arg, &max) != 0) return 2;
+  const char *in = ops[0];
   const char *base = strrchr(in, '/') ? strrchr(in, '/') + 1 : in;
   if (strcmp(in, "-") == 0) base = "stdin";
   char defname[PATH_MAX];
@@ -359,7 +530,7 @@ static int cmd_view(int argc, char **argv) {
   unsigned char *data;
   size_t len;
   pprofdec_profile prof;
-  if (load_profile("view", in, &data, &len, &prof) != 0) return 1;
+  if (load_profile("view", in, max, &data, &len, &prof) != 0) return 1;
   pprofdec_free(&prof);
 
   const unsigned char *name_at = find_marker("@@PROFILE_NAME@@");
@@ -400,7 +571,7 @@ static const char top_help[] =
     "\n"
     "SYNOPSIS\n"
     "    cprof top [-n N] [-sample_index TYPE] [-unit UNIT]\n"
-    "              [-nodefraction F] FILE\n"
+    "              [-nodefraction F] [-max-size SIZE] FILE\n"
     "\n"
     "DESCRIPTION\n"
     "    Reads the pprof FILE (gzipped or not; - for standard input) and\n"
@@ -412,7 +583,7 @@ static const char top_help[] =
     "    ignores the profile's drop_frames and keep_frames, and has no\n"
     "    filters (focus, ignore, show, hide).\n"
     "\n"
-    "OPTIONS\n"
+    "OPTIONS (anywhere before --; one dash or two)\n"
     "    -n N              print at most N rows (default: all)\n"
     "    -sample_index T   the sample type, by name (e.g. alloc_space) or\n"
     "                      index; default: the profile's default_sample_type,\n"
@@ -421,10 +592,13 @@ static const char top_help[] =
     "                      minimum, pprof's: one unit chosen for the table\n"
     "    -nodefraction F   leave out functions whose cum is below F of the\n"
     "                      total (default 0.005, as pprof)\n"
+    "    -max-size SIZE    the largest profile accepted, decompressed: bytes,\n"
+    "                      or with K, M, G (powers of 1024); default\n"
+    "                      $CPROF_MAX_PROFILE_SIZE, else 256M\n"
     "\n"
     "EXIT STATUS\n"
-    "    0 on success; 1 when FILE cannot be read or is not a pprof profile;\n"
-    "    2 for a usage error.\n";
+    "    0 on success; 1 when FILE cannot be read, is not a pprof profile or\n"
+    "    is larger than the limit; 2 for a usage error.\n";
 
 /* Go's time layout "Jan 2, 2006 at 3:04pm (MST)", in local time. */
 static void go_time(char *out, size_t len, int64_t ns) {
@@ -455,9 +629,10 @@ static void go_pct(char *out, size_t len, int64_t v, int64_t total) {
 }
 
 static int cmd_top(int argc, char **argv) {
-  enum { O_N = 1, O_INDEX, O_UNIT, O_FRACTION };
+  enum { O_N = 1000, O_INDEX, O_UNIT, O_FRACTION, O_MAX };
   static const struct option longopts[] = {
       {"n", required_argument, NULL, O_N},
+      {"max-size", required_argument, NULL, O_MAX},
       {"sample_index", required_argument, NULL, O_INDEX},
       {"unit", required_argument, NULL, O_UNIT},
       {"nodefraction", required_argument, NULL, O_FRACTION},
@@ -465,15 +640,19 @@ static int cmd_top(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   static const char use[] =
       "usage: cprof top [-n N] [-sample_index TYPE] [-unit UNIT] "
-      "[-nodefraction F] FILE\n";
+      "[-nodefraction F] [-max-size SIZE] FILE\n";
   long maxrows = 0;
-  const char *index = NULL, *unit = "minimum";
+  const char *index = NULL, *unit = "minimum", *max_arg = NULL, *ops[2];
   double fraction = 0.005;
-  int opt;
+  int opt, nops = 0;
   char *end;
   optind = 1;
-  while ((opt = getopt_long_only(argc, argv, "+h", longopts, NULL)) != -1) {
+  while ((opt = getopt_long_only(argc, argv, "-h", longopts, NULL)) != -1) {
     switch (opt) {
+      case 1:
+        if (nops == 2) break;
+        ops[nops++] = optarg;
+        break;
       case O_N:
         maxrows = strtol(optarg, &end, 10);
         if (*end || maxrows < 0) {
@@ -491,19 +670,23 @@ static int cmd_top(int argc, char **argv) {
           return 2;
         }
         break;
+      case O_MAX: max_arg = optarg; break;
       case 'h': fputs(top_help, stdout); return 0;
       default: fputs(use, stderr); return 2;
     }
   }
-  if (argc - optind != 1) {
+  if (nops + argc - optind != 1) {
     fputs(use, stderr);
     return 2;
   }
-  const char *in = argv[optind];
+  if (nops == 0) ops[nops++] = argv[optind];
+  size_t max;
+  if (max_size("top", max_arg, &max) != 0) return 2;
+  const char *in = ops[0];
   unsigned char *data;
   size_t len;
   pprofdec_profile p;
-  if (load_profile("top", in, &data, &len, &p) != 0) return 1;
+  if (load_profile("top", in, max, &data, &len, &p) != 0) return 1;
   free(data);
   size_t vi = pprofdec_default_index(&p);
   if (index) {
@@ -628,17 +811,21 @@ static const char run_help[] =
     "SYNOPSIS\n"
     "    cprof run [--http ADDR] [--dump SPEC] [--dump-out FILE]\n"
     "              [--heap-rate N] [--cpu-hz N] [--mutex-fraction N]\n"
-    "              [--block-rate NS] -- PROG [ARGS...]\n"
+    "              [--block-rate NS] [--unwind MODE] -- PROG [ARGS...]\n"
     "\n"
     "DESCRIPTION\n"
     "    Runs PROG with libcprof preloaded (LD_PRELOAD, added in front of any\n"
     "    preload already set) and cprof configured through its environment\n"
     "    variables. PROG replaces cprof (exec), so its exit status, or the\n"
     "    signal that ended it, is what the caller sees. The library is looked\n"
-    "    for next to the cprof binary, then in ../lib below it, then in the\n"
-    "    directory it was installed to.\n"
+    "    for next to the cprof binary, then in the library directory beside\n"
+    "    it (../lib where it is installed), then in the directory it was\n"
+    "    configured to be installed to.\n"
     "\n"
-    "OPTIONS\n"
+    "OPTIONS (before PROG)\n"
+    "    Options end at -- or at the first argument that is not one, which\n"
+    "    is PROG: everything after it is PROG's, options included.\n"
+    "\n"
     "    --http ADDR          serve /debug/pprof/ on ADDR (CPROF_HTTP), e.g.\n"
     "                         127.0.0.1:6060 or unix:/run/app.sock\n"
     "    --dump SPEC          dump profiles on SIGTERM, SIGINT, SIGUSR1 and at\n"
@@ -649,6 +836,9 @@ static const char run_help[] =
     "    --cpu-hz N           CPU sampling rate (CPROF_CPU_HZ)\n"
     "    --mutex-fraction N   mutex profile fraction (CPROF_MUTEX_FRACTION)\n"
     "    --block-rate NS      block profile rate in ns (CPROF_BLOCK_RATE)\n"
+    "    --unwind MODE        how stacks are walked (CPROF_UNWIND): auto (CFI\n"
+    "                         where there is any, frame pointers elsewhere;\n"
+    "                         the default), fp or cfi\n"
     "\n"
     "EXIT STATUS\n"
     "    PROG's own; 127 when PROG cannot be run, 2 for a usage error.\n";
@@ -667,7 +857,9 @@ static int self_dir(char *out, size_t len) {
 static int find_library(char *out, size_t len) {
   char dir[PATH_MAX];
   if (self_dir(dir, sizeof dir) == 0) {
-    const char *rel[] = {"/libcprof.so", "/../lib/libcprof.so"};
+    /* The build tree keeps the library next to cprof; an installation
+     * keeps it in the library directory, wherever the prefix is. */
+    const char *rel[] = {"/libcprof.so", "/" CPROF_REL_LIBDIR "/libcprof.so"};
     for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
       if (snprintf(out, len, "%s%s", dir, rel[i]) >= (int)len) continue;
       if (access(out, R_OK) == 0) {
@@ -685,7 +877,16 @@ static int find_library(char *out, size_t len) {
 }
 
 static int cmd_run(int argc, char **argv) {
-  enum { O_HTTP = 1, O_DUMP, O_DUMP_OUT, O_HEAP, O_CPU, O_MUTEX, O_BLOCK };
+  enum {
+    O_HTTP = 1,
+    O_DUMP,
+    O_DUMP_OUT,
+    O_HEAP,
+    O_CPU,
+    O_MUTEX,
+    O_BLOCK,
+    O_UNWIND
+  };
   static const struct option longopts[] = {
       {"http", required_argument, NULL, O_HTTP},
       {"dump", required_argument, NULL, O_DUMP},
@@ -694,13 +895,14 @@ static int cmd_run(int argc, char **argv) {
       {"cpu-hz", required_argument, NULL, O_CPU},
       {"mutex-fraction", required_argument, NULL, O_MUTEX},
       {"block-rate", required_argument, NULL, O_BLOCK},
+      {"unwind", required_argument, NULL, O_UNWIND},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   static const char *const env_of[] = {
       [O_HTTP] = "CPROF_HTTP",           [O_DUMP] = "CPROF_DUMP",
       [O_DUMP_OUT] = "CPROF_DUMP_OUT",   [O_HEAP] = "CPROF_HEAP_RATE",
       [O_CPU] = "CPROF_CPU_HZ",          [O_MUTEX] = "CPROF_MUTEX_FRACTION",
-      [O_BLOCK] = "CPROF_BLOCK_RATE"};
+      [O_BLOCK] = "CPROF_BLOCK_RATE",    [O_UNWIND] = "CPROF_UNWIND"};
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
@@ -708,7 +910,7 @@ static int cmd_run(int argc, char **argv) {
       fputs(run_help, stdout);
       return 0;
     }
-    if (opt < O_HTTP || opt > O_BLOCK) {
+    if (opt < O_HTTP || opt > O_UNWIND) {
       fputs("usage: cprof run [OPTIONS] -- PROG [ARGS...]\n", stderr);
       return 2;
     }

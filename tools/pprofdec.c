@@ -10,12 +10,14 @@
 
 #include <ctype.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <zlib.h>
 
 __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t len,
@@ -45,44 +47,48 @@ static int grow(void *arrp, size_t *cap, size_t need, size_t elem) {
   return 0;
 }
 
-/* Gunzips data (every member of a multi-member stream) into *out. */
-static int gunzip(const unsigned char *data, size_t len, unsigned char **out,
-                  size_t *outlen, char *err, size_t errlen) {
+/* Inflates every member of the gzip stream in data (Go's reader accepts
+ * several, one after another). With buf NULL the output is only counted,
+ * in a scratch buffer; otherwise it goes into buf, which holds cap bytes.
+ * Stops with PPROFDEC_ETOOBIG as soon as the output passes max bytes, so a
+ * gzip bomb costs at most max bytes of inflating. */
+static int inflate_members(const unsigned char *data, size_t len, size_t max,
+                           unsigned char *buf, size_t cap, size_t *outlen,
+                           char *err, size_t errlen) {
   z_stream z;
   memset(&z, 0, sizeof z);
   if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK)
     return fail(err, errlen, "cannot start zlib");
-  unsigned char *buf = NULL;
-  size_t cap = 0, n = 0;
+  unsigned char scratch[16384];
   const unsigned char *in = data;
-  size_t left = len;
+  size_t left = len, n = 0;
   int rc = -1;
   for (;;) {
-    if (n == cap) {
-      if (cap >= PPROFDEC_MAX_SIZE) {
-        fail(err, errlen, "decompressed profile larger than %zu bytes",
-             (size_t)PPROFDEC_MAX_SIZE);
-        goto out;
-      }
-      if (grow(&buf, &cap, cap ? cap * 2 : (len < 4096 ? 4096 : len * 4), 1)) {
-        fail(err, errlen, "out of memory");
-        goto out;
-      }
-      if (cap > PPROFDEC_MAX_SIZE) cap = PPROFDEC_MAX_SIZE;
+    unsigned char *dst = buf ? buf + n : scratch;
+    size_t room = buf ? cap - n : sizeof scratch;
+    if (room == 0) {
+      /* Only when the input changed between the two passes. */
+      fail(err, errlen, "the gzip stream changed while being read");
+      goto out;
     }
     uInt in_chunk = left > UINT_MAX ? UINT_MAX : (uInt)left;
-    size_t room = cap - n;
     uInt out_chunk = room > UINT_MAX ? UINT_MAX : (uInt)room;
     z.next_in = (unsigned char *)in;
     z.avail_in = in_chunk;
-    z.next_out = buf + n;
+    z.next_out = dst;
     z.avail_out = out_chunk;
     int zr = inflate(&z, Z_NO_FLUSH);
     in += in_chunk - z.avail_in;
     left -= in_chunk - z.avail_in;
     n += out_chunk - z.avail_out;
+    if (n > max) {
+      char lim[32];
+      pprofdec_format_size(lim, sizeof lim, max);
+      fail(err, errlen, "decompressed profile larger than the %s limit", lim);
+      rc = PPROFDEC_ETOOBIG;
+      goto out;
+    }
     if (zr == Z_STREAM_END) {
-      /* Another gzip member may follow, as Go's reader accepts. */
       if (left >= 2 && in[0] == 0x1f && in[1] == 0x8b) {
         inflateReset(&z);
         continue;
@@ -102,14 +108,35 @@ static int gunzip(const unsigned char *data, size_t len, unsigned char **out,
       goto out;
     }
   }
-  *out = buf;
   *outlen = n;
-  buf = NULL;
   rc = 0;
 out:
   inflateEnd(&z);
-  free(buf);
   return rc;
+}
+
+int pprofdec_gunzip(const unsigned char *data, size_t len, size_t max,
+                    unsigned char **out, size_t *outlen, char *err,
+                    size_t errlen) {
+  size_t n;
+  int rc = inflate_members(data, len, max, NULL, 0, &n, err, errlen);
+  if (rc || !out) {
+    if (rc == 0) *outlen = n;
+    return rc;
+  }
+  /* The second pass fills a buffer of the measured size exactly; the byte
+   * to spare lets inflate finish the stream with room left. */
+  unsigned char *buf = malloc(n + 1);
+  if (!buf) return fail(err, errlen, "out of memory");
+  rc = inflate_members(data, len, max, buf, n + 1, outlen, err, errlen);
+  if (rc == 0 && *outlen != n)
+    rc = fail(err, errlen, "the gzip stream changed while being read");
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  *out = buf;
+  return 0;
 }
 
 /* A bounded protobuf reader. */
@@ -180,19 +207,47 @@ typedef struct dec {
   uint64_t *values; /* the samples' values as read; become p->values */
   uint64_t default_type_idx, period_idx[2], main_idx[2];
   bool have_mapping;
+  /* What the decoded profile may still take, in bytes: the decoder's
+   * arrays and strings together stay within PPROFDEC_DECODED_RATIO times
+   * the limit, however small the elements the input repeats (an empty
+   * sample is 2 bytes of input and 32 of memory). */
+  size_t budget;
+  bool too_big;
 } dec;
 
-static int push_u64(uint64_t **arr, size_t *cap, size_t n, uint64_t v) {
-  if (grow(arr, cap, n + 1, sizeof **arr)) return -1;
+/* grow() for the decoder's arrays, charging what they grow by to the
+ * budget; refuses (too_big) what would pass it. */
+static int dec_grow(dec *d, void *arrp, size_t *cap, size_t need,
+                    size_t elem) {
+  if (need <= *cap) return 0;
+  size_t nc = *cap ? *cap : 16;
+  while (nc < need) {
+    if (nc > SIZE_MAX / 2) return -1;
+    nc *= 2;
+  }
+  if (nc > SIZE_MAX / elem) return -1;
+  size_t more = (nc - *cap) * elem;
+  if (more > d->budget) {
+    d->too_big = true;
+    return -1;
+  }
+  d->budget -= more;
+  return grow(arrp, cap, nc, elem);
+}
+
+static int push_u64(dec *d, uint64_t **arr, size_t *cap, size_t n,
+                    uint64_t v) {
+  if (dec_grow(d, arr, cap, n + 1, sizeof **arr)) return -1;
   (*arr)[n] = v;
   return 0;
 }
 
 /* One value or a packed run of them, appended to *arr. */
-static int rd_ints(rd *r, int wire, uint64_t **arr, size_t *cap, size_t *n) {
+static int rd_ints(dec *d, rd *r, int wire, uint64_t **arr, size_t *cap,
+                   size_t *n) {
   uint64_t v;
   if (wire == 0) {
-    if (rd_varint(r, &v) || push_u64(arr, cap, *n, v)) return -1;
+    if (rd_varint(r, &v) || push_u64(d, arr, cap, *n, v)) return -1;
     (*n)++;
     return 0;
   }
@@ -200,7 +255,7 @@ static int rd_ints(rd *r, int wire, uint64_t **arr, size_t *cap, size_t *n) {
   rd s;
   if (rd_sub(r, &s)) return -1;
   while (s.p < s.end) {
-    if (rd_varint(&s, &v) || push_u64(arr, cap, *n, v)) return -1;
+    if (rd_varint(&s, &v) || push_u64(d, arr, cap, *n, v)) return -1;
     (*n)++;
   }
   return 0;
@@ -225,7 +280,8 @@ static int read_value_type(rd *r, uint64_t *type, uint64_t *unit) {
 
 static int read_sample(dec *d, rd *r) {
   pprofdec_profile *p = d->p;
-  if (grow(&p->samples, &d->cap_samples, p->nsamples + 1, sizeof *p->samples))
+  if (dec_grow(d, &p->samples, &d->cap_samples, p->nsamples + 1,
+               sizeof *p->samples))
     return -1;
   pprofdec_sample *s = &p->samples[p->nsamples];
   s->first_location = p->nlocation_ids;
@@ -235,11 +291,11 @@ static int read_sample(dec *d, rd *r) {
   while (r->p < r->end) {
     if (rd_tag(r, &f, &w)) return -1;
     if (f == 1) {
-      if (rd_ints(r, w, &p->location_ids, &d->cap_locids, &p->nlocation_ids))
+      if (rd_ints(d, r, w, &p->location_ids, &d->cap_locids, &p->nlocation_ids))
         return -1;
     } else if (f == 2) {
       /* int64 values travel as their two's complement bits. */
-      if (rd_ints(r, w, &d->values, &d->cap_values, &p->nvalues)) return -1;
+      if (rd_ints(d, r, w, &d->values, &d->cap_values, &p->nvalues)) return -1;
     } else if (rd_skip(r, w)) {
       return -1;
     }
@@ -252,7 +308,7 @@ static int read_sample(dec *d, rd *r) {
 
 static int read_line(dec *d, rd *r) {
   pprofdec_profile *p = d->p;
-  if (grow(&p->lines, &d->cap_lines, p->nlines + 1, sizeof *p->lines))
+  if (dec_grow(d, &p->lines, &d->cap_lines, p->nlines + 1, sizeof *p->lines))
     return -1;
   pprofdec_line *l = &p->lines[p->nlines];
   memset(l, 0, sizeof *l);
@@ -276,7 +332,7 @@ static int read_line(dec *d, rd *r) {
 
 static int read_location(dec *d, rd *r) {
   pprofdec_profile *p = d->p;
-  if (grow(&p->locations, &d->cap_locs, p->nlocations + 1,
+  if (dec_grow(d, &p->locations, &d->cap_locs, p->nlocations + 1,
            sizeof *p->locations))
     return -1;
   pprofdec_location loc = {0, 0, 0, p->nlines, 0};
@@ -304,7 +360,7 @@ static int read_location(dec *d, rd *r) {
 
 static int read_function(dec *d, rd *r) {
   pprofdec_profile *p = d->p;
-  if (grow(&p->functions, &d->cap_funcs, p->nfunctions + 1,
+  if (dec_grow(d, &p->functions, &d->cap_funcs, p->nfunctions + 1,
            sizeof *p->functions))
     return -1;
   uint64_t id = 0, name = 0, file = 0;
@@ -323,8 +379,8 @@ static int read_function(dec *d, rd *r) {
     }
   }
   size_t i = p->nfunctions;
-  if (push_u64(&d->func_idx, &d->cap_fidx, 2 * i, name) ||
-      push_u64(&d->func_idx, &d->cap_fidx, 2 * i + 1, file))
+  if (push_u64(d, &d->func_idx, &d->cap_fidx, 2 * i, name) ||
+      push_u64(d, &d->func_idx, &d->cap_fidx, 2 * i + 1, file))
     return -1;
   p->functions[i] = (pprofdec_function){id, NULL, NULL};
   p->nfunctions++;
@@ -348,8 +404,9 @@ static int read_mapping(dec *d, rd *r) {
   }
   if (!d->have_mapping) d->main_idx[0] = file, d->main_idx[1] = build_id;
   d->have_mapping = true;
-  if (grow(&p->mappings, &d->cap_maps, p->nmappings + 1, sizeof *p->mappings) ||
-      push_u64(&d->map_idx, &d->cap_midx, p->nmappings, file))
+  if (dec_grow(d, &p->mappings, &d->cap_maps, p->nmappings + 1,
+               sizeof *p->mappings) ||
+      push_u64(d, &d->map_idx, &d->cap_midx, p->nmappings, file))
     return -1;
   p->mappings[p->nmappings++] = (pprofdec_mapping){id, NULL};
   return 0;
@@ -359,11 +416,18 @@ static int read_string(dec *d, rd *r) {
   pprofdec_profile *p = d->p;
   rd s;
   if (rd_sub(r, &s) ||
-      grow(&p->strings, &d->cap_strings, p->nstrings + 1, sizeof *p->strings))
+      dec_grow(d, &p->strings, &d->cap_strings, p->nstrings + 1,
+               sizeof *p->strings))
     return -1;
   size_t n = (size_t)(s.end - s.p);
   const unsigned char *nul = memchr(s.p, 0, n);
   if (nul) n = (size_t)(nul - s.p);
+  /* A string costs its bytes, its NUL and malloc's overhead. */
+  if (n + 1 + 2 * sizeof(size_t) > d->budget) {
+    d->too_big = true;
+    return -1;
+  }
+  d->budget -= n + 1 + 2 * sizeof(size_t);
   char *c = malloc(n + 1);
   if (!c) return -1;
   memcpy(c, s.p, n);
@@ -386,8 +450,8 @@ static int read_profile(dec *d, rd *r) {
       if (f == 1) {
         uint64_t t, u;
         err = read_value_type(&s, &t, &u) ||
-              push_u64(&d->type_idx, &d->cap_types, ntype_idx, t) ||
-              push_u64(&d->type_idx, &d->cap_types, ntype_idx + 1, u);
+              push_u64(d, &d->type_idx, &d->cap_types, ntype_idx, t) ||
+              push_u64(d, &d->type_idx, &d->cap_types, ntype_idx + 1, u);
         ntype_idx += 2;
         p->nsample_types++;
       } else if (f == 2) {
@@ -405,7 +469,7 @@ static int read_profile(dec *d, rd *r) {
     } else if (f == 6 && w == 2) {
       if (read_string(d, r)) return -1;
     } else if (f == 13) {
-      if (rd_ints(r, w, &d->comment_idx, &d->cap_comments, &p->ncomments))
+      if (rd_ints(d, r, w, &d->comment_idx, &d->cap_comments, &p->ncomments))
         return -1;
     } else if ((f == 9 || f == 10 || f == 12 || f == 14) && w == 0) {
       if (rd_varint(r, &v)) return -1;
@@ -438,22 +502,47 @@ static int by_function_id(const void *a, const void *b) {
 
 int pprofdec_decode(const unsigned char *data, size_t len, pprofdec_profile *p,
                     char *err, size_t errlen) {
+  return pprofdec_decode_max(data, len, PPROFDEC_MAX_SIZE, p, err, errlen);
+}
+
+int pprofdec_decode_max(const unsigned char *data, size_t len, size_t max,
+                        pprofdec_profile *p, char *err, size_t errlen) {
   memset(p, 0, sizeof *p);
   unsigned char *raw = NULL;
   size_t rawlen = len;
   const unsigned char *msg = data;
   if (len >= 2 && data[0] == 0x1f && data[1] == 0x8b) {
-    if (gunzip(data, len, &raw, &rawlen, err, errlen)) return -1;
+    int zr = pprofdec_gunzip(data, len, max, &raw, &rawlen, err, errlen);
+    if (zr) return zr;
     msg = raw;
+  } else if (len > max) {
+    char lim[32];
+    pprofdec_format_size(lim, sizeof lim, max);
+    fail(err, errlen, "profile larger than the %s limit", lim);
+    return PPROFDEC_ETOOBIG;
   }
   dec d;
   memset(&d, 0, sizeof d);
   d.p = p;
+  size_t floor = (size_t)1 << 20;
+  d.budget = max > (SIZE_MAX - floor) / PPROFDEC_DECODED_RATIO
+                 ? SIZE_MAX
+                 : max * PPROFDEC_DECODED_RATIO + floor;
   rd r = {msg, msg + rawlen};
   int rc = read_profile(&d, &r);
   free(raw);
   /* Reading the bits through the signed type is allowed (C11 6.5p7). */
   p->values = (int64_t *)d.values;
+  if (rc && d.too_big) {
+    char lim[32];
+    pprofdec_format_size(lim, sizeof lim, max);
+    fail(err, errlen,
+         "decoding the profile would take more than %d times the %s limit "
+         "in memory",
+         PPROFDEC_DECODED_RATIO, lim);
+    rc = PPROFDEC_ETOOBIG;
+    goto bad;
+  }
   if (rc) {
     fail(err, errlen, "not a valid pprof profile (malformed protobuf)");
     goto bad;
@@ -506,7 +595,7 @@ bad:
   free(d.map_idx);
   free(d.comment_idx);
   pprofdec_free(p);
-  return -1;
+  return d.too_big ? PPROFDEC_ETOOBIG : -1;
 }
 
 void pprofdec_free(pprofdec_profile *p) {
@@ -993,4 +1082,42 @@ void pprofdec_select_unit(char *out, size_t len, const pprofdec_top *t,
   if (strcmp(umin, umax) != 0 && minv < INT64_MAX / 100 && minv * 100 < maxv)
     scale(100 * minv, unit, "minimum", &u);
   snprintf(out, len, "%s", u);
+}
+
+static const struct {
+  const char *name;
+  unsigned shift;
+} size_units[] = {{"", 0},      {"B", 0},   {"K", 10},  {"KiB", 10},
+                  {"M", 20},    {"MiB", 20}, {"G", 30}, {"GiB", 30},
+                  {"T", 40},    {"TiB", 40}};
+
+int pprofdec_parse_size(const char *s, size_t *out) {
+  if (!s || *s < '0' || *s > '9') return -1;
+  uint64_t v = 0;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (v > (UINT64_MAX - 9) / 10) return -1;
+    v = v * 10 + (uint64_t)(*s - '0');
+  }
+  for (size_t i = 0; i < sizeof size_units / sizeof size_units[0]; i++) {
+    if (strcasecmp(s, size_units[i].name) != 0) continue;
+    unsigned shift = size_units[i].shift;
+    if (shift >= sizeof(size_t) * CHAR_BIT || v == 0 || v > (SIZE_MAX >> shift))
+      return -1;
+    *out = (size_t)v << shift;
+    return 0;
+  }
+  return -1;
+}
+
+void pprofdec_format_size(char *out, size_t len, size_t bytes) {
+  static const char *const names[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (unsigned i = 0; i < 4; i++) {
+    unsigned shift = 40 - 10 * i;
+    if (shift >= sizeof(size_t) * CHAR_BIT) continue;
+    if (bytes >> shift && (bytes & (((size_t)1 << shift) - 1)) == 0) {
+      snprintf(out, len, "%zu %s", bytes >> shift, names[i]);
+      return;
+    }
+  }
+  snprintf(out, len, "%zu-byte", bytes);
 }

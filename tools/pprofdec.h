@@ -4,7 +4,9 @@
  * then computes go tool pprof's -top table (granularity "functions"). It is
  * a parser of outside input: any byte string gives either a profile or an
  * error message, never a crash, and memory stays bounded by the input's
- * size (the decompressed size is capped at PPROFDEC_MAX_SIZE).
+ * size. The decompressed size is capped (PPROFDEC_MAX_SIZE unless the
+ * caller says otherwise): a gzip bomb is refused after at most that many
+ * bytes of inflating, without being held in memory.
  */
 #ifndef CPROF_TOOLS_PPROFDEC_H
 #define CPROF_TOOLS_PPROFDEC_H
@@ -12,8 +14,39 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The largest decompressed profile accepted. */
-#define PPROFDEC_MAX_SIZE ((size_t)1 << 30)
+/* The largest decompressed profile accepted by default: profiles are
+ * megabytes, not gigabytes. */
+#define PPROFDEC_MAX_SIZE ((size_t)256 << 20)
+
+/* The decoded form of a profile (its arrays and strings) may take up to
+ * this many times the limit on its decompressed size, plus 1 MiB: real
+ * profiles (cprof's and Go's) take 2 to 5 times their size, one built to
+ * repeat tiny elements up to 32 times. Decoding one that would take more is
+ * refused. */
+#define PPROFDEC_DECODED_RATIO 8
+
+/* What the functions below return, besides 0 and -1, when a profile is
+ * larger than the limit they were given. */
+#define PPROFDEC_ETOOBIG (-2)
+
+/* Gunzips len bytes (one gzip member or several in a row) without keeping
+ * more than max bytes of output: the stream is inflated once to measure it,
+ * refused with PPROFDEC_ETOOBIG as soon as it passes max, then inflated
+ * into a buffer of exactly its size. With out NULL only the first pass
+ * runs, which checks the stream is complete and sets *outlen. Returns 0,
+ * or -1 or PPROFDEC_ETOOBIG with a message in err; free *out. */
+int pprofdec_gunzip(const unsigned char *data, size_t len, size_t max,
+                    unsigned char **out, size_t *outlen, char *err,
+                    size_t errlen);
+
+/* Parses a size such as 1048576, 64K, 256MiB or 1G (powers of 1024, the
+ * suffix in any case); 0 and sizes that do not fit are refused. Returns 0
+ * or -1. */
+int pprofdec_parse_size(const char *s, size_t *out);
+
+/* Writes a limit for a message: "256 MiB" when it is a whole number of
+ * KiB, MiB, GiB or TiB, else "1000-byte" (as in "the 1000-byte limit"). */
+void pprofdec_format_size(char *out, size_t len, size_t bytes);
 
 typedef struct pprofdec_value_type {
   const char *type, *unit;
@@ -71,10 +104,15 @@ typedef struct pprofdec_profile {
   int64_t period, time_nanos, duration_nanos;
 } pprofdec_profile;
 
-/* Decodes len bytes (a gzipped or raw pprof). Returns 0, or -1 with a
- * message in err. On success free the profile with pprofdec_free(). */
+/* Decodes len bytes (a gzipped or raw pprof) of at most PPROFDEC_MAX_SIZE
+ * decompressed (and PPROFDEC_DECODED_RATIO times that decoded). Returns 0, or -1 or PPROFDEC_ETOOBIG with a message in err.
+ * On success free the profile with pprofdec_free(). */
 int pprofdec_decode(const unsigned char *data, size_t len, pprofdec_profile *p,
                     char *err, size_t errlen);
+
+/* pprofdec_decode with the limit max instead of PPROFDEC_MAX_SIZE. */
+int pprofdec_decode_max(const unsigned char *data, size_t len, size_t max,
+                        pprofdec_profile *p, char *err, size_t errlen);
 
 void pprofdec_free(pprofdec_profile *p);
 

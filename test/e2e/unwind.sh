@@ -68,7 +68,10 @@ at_least "$(share cxx heap -sample_index=alloc_space -- --given _M_mutate "grow_
 at_least "$(share cxx heap -sample_index=alloc_objects -- --given __cxa_allocate_exception throw_some)" 95 \
   "C++: exception objects charged to throw_some"
 
-run fp "$progs/nofp_callbacks" CPROF_UNWIND=fp
+# The knob, through cprof run's option (which sets CPROF_UNWIND).
+LD_PRELOAD="$rt" "$cprof" run --unwind fp --dump cpu --dump-out "$TMP/fp.log" -- \
+  "$progs/nofp_callbacks" 1.5 >/dev/null
+"$cprof" extract -o "$TMP/fp" "$TMP/fp.log" >/dev/null
 fp_main=$(share fp cpu -- main)
 awk -v v="$fp_main" 'BEGIN { exit !(v + 0 < 50) }' ||
   fail "CPROF_UNWIND=fp reached main in $fp_main% of samples: the knob had no effect"

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# Options anywhere before "--", as GNU getopt takes them, for every
+# subcommand but run: `cprof view heap.pb.gz -o heap.html` (the README's
+# form, which exited 2), `cprof top FILE -n 1`, `cprof extract LOG -o DIR
+# -v` do what the options-first forms do, also with POSIXLY_CORRECT set;
+# "--" ends the options, so a file may be named "-n". `cprof run` stops at
+# "--" and at the first argument that is not an option, so PROG's own
+# options are never read as cprof's. `cprof view` without -o says where it
+# wrote the page. Usage errors still exit 2.
+source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/cli_lib.bash"
+cprof=$CPROF_BUILD/cprof
+small_profile "$TMP/p.pb" >/dev/null || fail "writing the profile"
+gzip -9 <"$TMP/p.pb" >"$TMP/heap.pb.gz"
+
+# expect_status N CMD...: CMD exits with status N (output in $TMP/out,
+# $TMP/err).
+expect_status() {
+  local want=$1 status=0
+  shift
+  "$@" >"$TMP/out" 2>"$TMP/err" || status=$?
+  [ "$status" -eq "$want" ] || { cat "$TMP/err" >&2; fail "$* exited $status, not $want"; }
+  checks=$((checks + 1))
+  echo "ok: status $want from ${*/#$cprof/cprof}"
+}
+
+# view: -o after the file, the README's form; and the page is the same.
+cd "$TMP" || fail "cd $TMP"
+expect_status 0 "$cprof" view heap.pb.gz -o after.html
+expect_match "$TMP/err" '^cprof view: wrote after\.html$' "view says where it wrote"
+expect_status 0 "$cprof" view -o before.html heap.pb.gz
+cmp -s before.html after.html || fail "view -o before and after the file differ"
+POSIXLY_CORRECT=1 expect_status 0 "$cprof" view heap.pb.gz -o posix.html
+cmp -s before.html posix.html || fail "view with POSIXLY_CORRECT differs"
+# Without -o: FILE's name with .html, in the current directory, said.
+mkdir -p "$TMP/here" && cd "$TMP/here" || fail "cd $TMP/here"
+expect_status 0 "$cprof" view "$TMP/heap.pb.gz"
+expect_match "$TMP/err" '^cprof view: wrote heap\.html$' "view without -o says where it wrote"
+cmp -s "$TMP/before.html" "$TMP/here/heap.html" || fail "the default output differs"
+expect_status 0 "$cprof" view "$TMP/heap.pb.gz" -o -
+[ ! -s "$TMP/err" ] || fail "view -o - wrote on stderr: $(cat "$TMP/err")"
+cmp -s "$TMP/before.html" "$TMP/out" || fail "view -o - differs"
+cd "$TMP" || fail "cd $TMP"
+
+# top: options after the file, Go's one-dash forms and GNU's two.
+expect_status 0 "$cprof" top -n 1 -sample_index=samples heap.pb.gz
+cp "$TMP/out" "$TMP/top_first.txt"
+expect_match "$TMP/top_first.txt" ' leaf_fn$' "top names leaf_fn"
+expect_status 0 "$cprof" top heap.pb.gz -n 1 -sample_index=samples
+cmp -s "$TMP/top_first.txt" "$TMP/out" || fail "top with options after the file differs"
+expect_status 0 "$cprof" top -n 1 heap.pb.gz --sample_index samples
+cmp -s "$TMP/top_first.txt" "$TMP/out" || fail "top with options around the file differs"
+POSIXLY_CORRECT=1 expect_status 0 "$cprof" top heap.pb.gz -n=1
+cmp -s "$TMP/top_first.txt" "$TMP/out" || fail "top with POSIXLY_CORRECT differs"
+# "--" ends the options: a file named -n.
+cp heap.pb.gz ./-n
+expect_status 0 "$cprof" top -- -n
+cmp -s "$TMP/top_first.txt" "$TMP/out" || fail "top -- -n did not read the file -n"
+expect_status 0 "$cprof" view -o dashdash.html -- -n
+
+# extract: -o and -v after the log.
+printf 'x' | gzip >"$TMP/tiny.gz"
+{
+  echo 'app: starting'
+  echo '-----BEGIN PPROF HEAP-----'
+  printf 'Pid: 5\nSeq: 2\n\n'
+  base64 -w 64 "$TMP/tiny.gz"
+  echo '-----END PPROF HEAP-----'
+} >"$TMP/app.log"
+expect_status 0 "$cprof" extract "$TMP/app.log" -o "$TMP/xa" -v
+[ -s "$TMP/xa/heap-5-2.pb.gz" ] || fail "extract LOG -o DIR did not write into DIR"
+expect_match "$TMP/out" 'app\.log: line 2: PPROF HEAP -> .*/xa/heap-5-2\.pb\.gz' "extract LOG -o DIR -v prints each file"
+POSIXLY_CORRECT=1 expect_status 0 "$cprof" extract "$TMP/app.log" -o "$TMP/xb"
+[ -s "$TMP/xb/heap-5-2.pb.gz" ] || fail "extract with POSIXLY_CORRECT did not write into DIR"
+expect_status 0 "$cprof" extract --max-size 1M -o "$TMP/xc" -- "$TMP/app.log"
+# help anywhere.
+expect_status 0 "$cprof" view heap.pb.gz --help
+expect_match "$TMP/out" '^SYNOPSIS' "view FILE --help prints the help"
+expect_status 0 "$cprof" extract app.log -h
+expect_match "$TMP/out" '^SYNOPSIS' "extract LOG -h prints the help"
+
+# Usage errors: still 2.
+expect_status 2 "$cprof" view
+expect_status 2 "$cprof" view heap.pb.gz other.pb.gz
+expect_status 2 "$cprof" view heap.pb.gz -o
+expect_status 2 "$cprof" top heap.pb.gz -bogus
+expect_status 2 "$cprof" top heap.pb.gz heap.pb.gz
+expect_status 2 "$cprof" top -- heap.pb.gz -n
+expect_status 2 "$cprof" extract -q app.log
+
+# run: options end at "--" and at PROG; PROG gets its own options as they
+# are, and none of them configures cprof. The TSan build cannot preload
+# (lib.bash); under ASan its runtime goes first.
+if tsan_build "$cprof"; then
+  echo "skip: cprof run (the TSan build cannot preload)"
+  finish
+  exit 0
+fi
+rt=$(preload_env "$cprof" | sed 's#[^ ]*libcprof\.so##')
+show='echo "dump=${CPROF_DUMP-unset} http=${CPROF_HTTP-unset}"; printf "arg %s\n" "$@"'
+LD_PRELOAD="$rt" expect_status 0 "$cprof" run --dump threadcreate=debug=1 --dump-out /dev/null -- \
+  sh -c "$show" sh --http 127.0.0.1:1 -o x --help
+expect_match "$TMP/out" '^dump=threadcreate=debug=1 http=unset$' "cprof run's own options before -- are taken"
+printf 'arg --http\narg 127.0.0.1:1\narg -o\narg x\narg --help\n' >"$TMP/want"
+grep '^arg ' "$TMP/out" | cmp -s - "$TMP/want" || { cat "$TMP/out" >&2; fail "PROG's options after -- were not passed as they are"; }
+echo "ok: PROG's options after -- are passed untouched"
+LD_PRELOAD="$rt" expect_status 0 "$cprof" run sh -c "$show" sh --dump cpu --help
+expect_match "$TMP/out" '^dump=unset http=unset$' "options after PROG are not cprof run's"
+expect_match "$TMP/out" '^arg --dump$' "options after PROG go to PROG"
+LD_PRELOAD="$rt" expect_status 3 "$cprof" run -- sh -c 'exit 3'
+expect_status 2 "$cprof" run --bogus -- true
+expect_status 2 "$cprof" run
+finish
