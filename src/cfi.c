@@ -25,25 +25,35 @@
  * lies wholly inside is dropped), so the rows strictly increase whatever
  * the input holds. A malformed FDE is dropped whole (its range gets NONE,
  * i.e. the frame-pointer fallback); a malformed header drops the object.
- * Every loop is bounded by the bytes it consumes.
+ * Every loop is bounded by the bytes it consumes, and the instructions
+ * interpreted in all by twice the image's size (records can overlap).
  *
  * Publishing: the index is immutable once published. Readers add one to a
  * global reader count before they load the index pointer and subtract one
  * when done (all seq_cst). The writer stores the new pointer (seq_cst) and
  * then waits until it reads the count as zero before it frees the old index
- * or a table only the old index held. That is safe: a reader that still
- * holds the old pointer loaded it before the writer's store in the single
- * total order of seq_cst operations, and its increment came before that
- * load, so the writer's later load of the count, which comes after the
- * store, sees that increment and, until the reader's decrement, a nonzero
- * count; a reader whose increment comes after the writer's store loads the
- * new pointer. The wait is bounded (about a second, since a walk takes
- * microseconds but a reader can be preempted); when it times out the old
- * index stays on a retired list and is freed by a later refresh. Readers
- * never touch the objects' own memory, so dlclose needs no further grace.
+ * or a table only the old index held. That is safe because all these
+ * operations fall in one total order: a reader that got the old pointer
+ * loaded it before the writer's store, so its increment came before the
+ * store too, and the writer's load of the count, which comes after the
+ * store, reads a value that includes the increment, nonzero until that
+ * reader's decrement (a release the writer's load acquires, so the
+ * reader's last use happens before the free). A reader whose increment
+ * comes after the writer's load of the count loads the pointer after the
+ * store, so it gets the new index. The wait is bounded (about a second:
+ * a walk takes microseconds, but a reader can be preempted); when it
+ * times out, the old index stays on a retired list that a later refresh
+ * (or shutdown) frees. One count for all readers means readers that never
+ * pause would starve the wait; a profiler's handlers run for microseconds
+ * at most a few thousand times a second, which leaves the count at zero
+ * nearly all the time. Readers never touch the objects' own memory, so
+ * dlclose needs no further grace. Around fork, the writer lock is held so
+ * that a child never inherits it taken, and the child, which has no other
+ * threads, starts with no readers.
  */
 #include <elf.h>
 #include <link.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -343,7 +353,6 @@ typedef struct {
 
 typedef struct {
   uint64_t vaddr; /* where the CIE record starts: its identity */
-  const uint8_t *ins, *ins_end; /* the initial instructions */
   uint64_t code_align;
   int64_t data_align;
   uint64_t ra_reg;
@@ -390,6 +399,11 @@ typedef struct {
   uint64_t covered; /* rows describe everything below this */
   uint64_t clip;    /* the current FDE's rows start no lower */
 
+  /* Instruction bytes left to interpret. Records may overlap, so a
+   * crafted image could have far more bytes of programs than it has
+   * bytes; real objects stay far below this. */
+  uint64_t budget;
+
   size_t fdes_ok, fdes_bad;
   bool oom;
 } builder;
@@ -403,26 +417,27 @@ struct cprof__cfi_table {
   const cprof__cfi_rule *rules;
 };
 
-/* Grows *p to hold need elements of elem bytes; false when out of memory
- * (and then the builder stops). */
-static bool grow(builder *b, void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return true;
+/* p, grown to hold need elements of elem bytes (*cap says how many it
+ * holds), or NULL when out of memory: then p is untouched and the builder
+ * stops. */
+static void *grow(builder *b, void *p, size_t *cap, size_t need,
+                  size_t elem) {
+  if (need <= *cap) return p;
   size_t n = *cap ? *cap : 64;
   while (n < need) {
     if (n > SIZE_MAX / 2 / elem) {
       b->oom = true;
-      return false;
+      return NULL;
     }
     n *= 2;
   }
-  void *q = cprof__realloc(*p, n * elem);
+  void *q = cprof__realloc(p, n * elem);
   if (!q) {
     b->oom = true;
-    return false;
+    return NULL;
   }
-  *p = q;
   *cap = n;
-  return true;
+  return q;
 }
 
 static inline uint32_t mix64(uint64_t x) {
@@ -484,9 +499,10 @@ static uint16_t intern_rule(builder *b, const cprof__cfi_rule *r) {
     if (rule_eq(&b->rules[i], r)) return (uint16_t)i;
   }
   if (b->nrules >= MAX_RULES) return RULE_UNSUPPORTED_IDX;
-  if (!grow(b, (void **)&b->rules, &b->rules_cap, b->nrules + 1,
-            sizeof *b->rules))
-    return RULE_UNSUPPORTED_IDX;
+  cprof__cfi_rule *rules =
+      grow(b, b->rules, &b->rules_cap, b->nrules + 1, sizeof *b->rules);
+  if (!rules) return RULE_UNSUPPORTED_IDX;
+  b->rules = rules;
   b->rules[b->nrules] = *r;
   b->rule_hash[h] = (uint32_t)++b->nrules;
   return (uint16_t)(b->nrules - 1);
@@ -497,12 +513,15 @@ static uint16_t intern_rule(builder *b, const cprof__cfi_rule *r) {
 static void append_row(builder *b, uint32_t pc, const cprof__cfi_rule *r) {
   if (b->nrows > 0 && rule_eq(&b->last, r)) return;
   if (b->nrows == b->rows_cap) {
+    /* Both arrays grow to the same capacity. */
     size_t cap = b->rows_cap;
-    if (!grow(b, (void **)&b->pcs, &cap, b->nrows + 1, sizeof *b->pcs))
-      return;
+    uint32_t *pcs = grow(b, b->pcs, &cap, b->nrows + 1, sizeof *pcs);
+    if (!pcs) return;
+    b->pcs = pcs;
     cap = b->rows_cap;
-    if (!grow(b, (void **)&b->ridx, &cap, b->nrows + 1, sizeof *b->ridx))
-      return;
+    uint16_t *ridx = grow(b, b->ridx, &cap, b->nrows + 1, sizeof *ridx);
+    if (!ridx) return;
+    b->ridx = ridx;
     b->rows_cap = cap;
   }
   uint16_t i = intern_rule(b, r);
@@ -884,12 +903,12 @@ static void parse_cie(builder *b, const record *r, cie_info *ci) {
       (fmt < DW_EH_PE_udata2 || fmt > DW_EH_PE_udata8) &&
       (fmt < DW_EH_PE_sleb128 || fmt > DW_EH_PE_sdata8))
     return;
-  ci->ins = c.p;
-  ci->ins_end = c.end;
+  /* The initial instructions run once, here. */
+  if ((uint64_t)(c.end - c.p) > b->budget) return;
+  b->budget -= (uint64_t)(c.end - c.p);
   memset(&ci->init, 0, sizeof ci->init);
   ci->init.cfa_reg = UINT64_MAX; /* no CFA until one is defined */
-  cursor ins = {ci->ins, ci->ins_end, c.host, false};
-  ci->ok = run_program(NULL, ci, &ins, &ci->init, 0, 0);
+  ci->ok = run_program(NULL, ci, &c, &ci->init, 0, 0);
 }
 
 /* The CIE at vaddr, parsed on first use; -1 when there is no record there
@@ -903,9 +922,9 @@ static int get_cie(builder *b, uint64_t vaddr) {
   if (2 * (b->ncies + 1) > b->cie_hash_cap &&
       !rehash(b, &b->cie_hash, &b->cie_hash_cap, b->ncies, cie_hash_at))
     return -1;
-  if (!grow(b, (void **)&b->cies, &b->cies_cap, b->ncies + 1,
-            sizeof *b->cies))
-    return -1;
+  cie_info *cies = grow(b, b->cies, &b->cies_cap, b->ncies + 1, sizeof *cies);
+  if (!cies) return -1;
+  b->cies = cies;
   cie_info *ci = &b->cies[b->ncies];
   parse_cie(b, &r, ci);
   size_t mask = b->cie_hash_cap - 1;
@@ -940,9 +959,9 @@ static void add_fde(builder *b, const record *r) {
   if (c.bad) goto bad;
   if (range == 0) return; /* covers nothing */
   if (begin > UINT32_MAX || range > UINT32_MAX - begin) goto bad;
-  if (!grow(b, (void **)&b->fdes, &b->fdes_cap, b->nfdes + 1,
-            sizeof *b->fdes))
-    return;
+  fde_ent *fdes = grow(b, b->fdes, &b->fdes_cap, b->nfdes + 1, sizeof *fdes);
+  if (!fdes) return;
+  b->fdes = fdes;
   b->fdes[b->nfdes++] = (fde_ent){begin, begin + range, c.p, c.end,
                                   (uint32_t)ci};
   return;
@@ -1047,7 +1066,10 @@ static void run_fde(builder *b, const fde_ent *f) {
   if (cie->signal) {
     cprof__cfi_rule sig = {.kind = CPROF__CFI_SIGNAL};
     emit(b, f->begin, &sig);
+  } else if ((uint64_t)(f->ins_end - f->ins) > b->budget) {
+    ok = false;
   } else {
+    b->budget -= (uint64_t)(f->ins_end - f->ins);
     cfa_state st = cie->init;
     cursor c = {f->ins, f->ins_end, b->im->host, false};
     ok = run_program(b, cie, &c, &st, f->begin, f->end);
@@ -1069,7 +1091,8 @@ static void builder_reset(builder *b, const image *im, uint64_t hdr) {
   b->eh_lo = UINT64_MAX;
   b->eh_hi = 0;
   b->ncies = b->nfdes = b->nrows = b->nrules = 0;
-  if (b->cie_hash) memset(b->cie_hash, 0, b->cie_hash_cap * sizeof *b->cie_hash);
+  if (b->cie_hash)
+    memset(b->cie_hash, 0, b->cie_hash_cap * sizeof *b->cie_hash);
   if (b->rule_hash)
     memset(b->rule_hash, 0, b->rule_hash_cap * sizeof *b->rule_hash);
   memset(&b->last, 0, sizeof b->last);
@@ -1077,6 +1100,9 @@ static void builder_reset(builder *b, const image *im, uint64_t hdr) {
   b->covered = b->clip = 0;
   b->fdes_ok = b->fdes_bad = 0;
   b->oom = false;
+  b->budget = 1 << 16;
+  for (size_t i = 0; i < im->nsegs; i++)
+    b->budget += 2 * (im->segs[i].hi - im->segs[i].lo);
 }
 
 static void builder_free(builder *b) {
@@ -1105,7 +1131,16 @@ static int build(builder *b, const image *im, uint64_t hdr,
   if (rc) return rc;
   if (b->oom) return CPROF_ENOMEM;
   sort_fdes(b->fdes, b->nfdes);
-  for (size_t i = 0; i < b->nfdes && !b->oom; i++) run_fde(b, &b->fdes[i]);
+  for (size_t i = 0; i < b->nfdes && !b->oom; i++) {
+    /* The search table may list one FDE many times; sorted, the copies
+     * are neighbours. Running each once keeps the work within the input's
+     * size even when the FDE is malformed (and so covers nothing). */
+    if (i > 0 && b->fdes[i].ins == b->fdes[i - 1].ins) {
+      b->fdes_bad++;
+      continue;
+    }
+    run_fde(b, &b->fdes[i]);
+  }
   if (b->nrows > 0) append_row(b, (uint32_t)b->covered, &none);
   if (b->oom) return CPROF_ENOMEM;
 
@@ -1337,6 +1372,19 @@ static void publish(cprof__cfi_index *next) {
 }
 
 #if defined(__x86_64__)
+/* A child must not inherit the writer lock taken, nor a count of readers
+ * on threads it does not have. */
+static atomic_flag atfork_registered = ATOMIC_FLAG_INIT;
+
+static void atfork_prepare(void) { lock_writer(); }
+
+static void atfork_parent(void) { unlock_writer(); }
+
+static void atfork_child(void) {
+  atomic_store_explicit(&readers, 0, memory_order_seq_cst);
+  unlock_writer();
+}
+
 /* Everything dl_iterate_phdr tells about one object, checked. */
 typedef struct {
   image im;
@@ -1515,9 +1563,10 @@ static cprof__cfi_index *make_index(scan_ctx *ctx) {
 }
 #endif
 
-int cprof__cfi_refresh(void) {
 #if defined(__x86_64__)
-  lock_writer();
+/* The refresh, with the writer lock held; grace_ns bounds the wait for
+ * readers of the index it replaces. */
+static int refresh_held(int64_t grace_ns) {
   w.refreshes++;
   scan_ctx ctx = {0};
   dl_iterate_phdr(counters_cb, &ctx);
@@ -1525,7 +1574,6 @@ int cprof__cfi_refresh(void) {
       atomic_load_explicit(&current_index, memory_order_relaxed);
   if (old && w.seen && ctx.seen && ctx.adds == w.adds && ctx.subs == w.subs) {
     reclaim(0);
-    unlock_writer();
     return 0;
   }
   int64_t t0 = cprof__mono_ns();
@@ -1536,19 +1584,55 @@ int cprof__cfi_refresh(void) {
   cprof__cfi_index *idx = ctx.err ? NULL : make_index(&ctx);
   drop_unlisted(&ctx);
   cprof__free(ctx.objs);
-  if (!idx) {
-    unlock_writer();
-    return CPROF_ENOMEM;
-  }
+  if (!idx) return CPROF_ENOMEM;
   publish(idx);
   w.seen = ctx.seen;
   w.adds = ctx.adds;
   w.subs = ctx.subs;
   w.rebuilds++;
   w.last_build_ns = cprof__mono_ns() - t0;
-  reclaim(GRACE_NS);
-  unlock_writer();
+  reclaim(grace_ns);
   return 0;
+}
+
+/* 1 once the fork handlers are registered. */
+static atomic_int atfork_done;
+#endif
+
+void cprof__cfi_init(void) {
+#if defined(__x86_64__)
+  /* Registered outside the lock: fork runs the handlers holding the
+   * lock pthread_atfork takes. */
+  if (!atomic_flag_test_and_set(&atfork_registered)) {
+    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    atomic_store(&atfork_done, 1);
+  }
+#endif
+}
+
+int cprof__cfi_refresh(void) {
+#if defined(__x86_64__)
+  cprof__cfi_init();
+  lock_writer();
+  int err = refresh_held(GRACE_NS);
+  unlock_writer();
+  return err;
+#else
+  return CPROF_EUNSUPPORTED;
+#endif
+}
+
+int cprof__cfi_refresh_try(void) {
+#if defined(__x86_64__)
+  /* pthread_atfork is not called here: this may run inside a fork
+   * handler, which holds the lock pthread_atfork takes. Without the
+   * handlers a fork in mid-refresh would leave the child's lock taken. */
+  if (!atomic_load(&atfork_done)) return CPROF_EBUSY;
+  if (atomic_flag_test_and_set_explicit(&writer_lock, memory_order_acquire))
+    return CPROF_EBUSY;
+  int err = refresh_held(0);
+  unlock_writer();
+  return err;
 #else
   return CPROF_EUNSUPPORTED;
 #endif

@@ -108,7 +108,9 @@ typedef struct cprof__cfi_object_info {
 
 /*
  * Build side. None of these is signal-safe; all are safe to call from
- * several threads at once (a writer spinlock serialises them).
+ * several threads at once (a writer spinlock serialises them, and is held
+ * across fork so that a child never inherits it taken). None may be called
+ * from a dl_iterate_phdr callback, or between read_begin and read_end.
  */
 
 /* Brings the index up to date with the loaded objects: cheap when
@@ -116,9 +118,25 @@ typedef struct cprof__cfi_object_info {
  * table for each object not seen before (an object is its load base, name,
  * program header address and a fingerprint of its headers), reuses the
  * others', publishes the new index and frees what the old one alone held
- * once no reader can see it. Returns 0, CPROF_ENOMEM (the old index stays
- * published) or CPROF_EUNSUPPORTED (not x86-64). */
+ * once no reader can see it (waiting about a second at most; what is still
+ * in use then is freed by a later refresh). Tables are built while
+ * dl_iterate_phdr holds the loader's lock, so objects cannot be unloaded
+ * under the builder; dlopen and dlclose wait meanwhile (a few ms for libc
+ * and libstdc++). Returns 0, CPROF_ENOMEM (the old index stays published)
+ * or CPROF_EUNSUPPORTED (not x86-64). */
 CPROF__HIDDEN int cprof__cfi_refresh(void);
+
+/* Registers the fork handlers that keep the writer lock consistent across
+ * fork; refresh calls it too. Call it early (the constructor does), so
+ * that cprof__cfi_refresh_try can work: it never registers them itself. */
+CPROF__HIDDEN void cprof__cfi_init(void);
+
+/* The same as cprof__cfi_refresh, for callers that must never wait (the
+ * heap sampler, which may run inside the dynamic loader or a fork
+ * handler): returns CPROF_EBUSY at once when another refresh is under way
+ * or cprof__cfi_init has not run, and never waits for readers of the index
+ * it replaces (it leaves it for a later refresh to free). */
+CPROF__HIDDEN int cprof__cfi_refresh_try(void);
 
 /* Unpublishes and frees everything, after waiting (at most about a second)
  * for readers; what a stuck reader may still hold is kept. A later refresh

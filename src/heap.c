@@ -966,6 +966,7 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
     /* The stack table is made by the first sample rather than at start-up,
      * so that a program that never samples never reserves it. */
     cprof__stacktab_init();
+    cprof__stack_refresh_try();
     /* Leave out this frame and those of the allocator functions between
      * it and the application. All are cprof's own, built with frame
      * pointers, so their chain is safe to follow; fp ends at the frame of

@@ -136,15 +136,21 @@ void cprof__stack_init(void) {
       cprof__warn("CPROF_UNWIND=%.64s: not auto, fp or cfi; using auto", v);
     }
   }
-  cprof__stack_refresh();
+  if (cprof__stack_mode() != CPROF__UNWIND_FP) cprof__cfi_init();
+  /* The tables are built on first need (a profile started or written, a
+   * heap sample, a thread created), not here: start-up stays as cheap as
+   * it was for programs that never take a sample. */
 }
 
-void cprof__stack_refresh(void) {
+static void refresh(bool wait) {
   if (cprof__stack_mode() == CPROF__UNWIND_FP) return;
   cprof__guard_enter();
   cprof__cfi_stats_t before, after;
   cprof__cfi_stats(&before);
-  cprof__cfi_refresh();
+  if (wait)
+    cprof__cfi_refresh();
+  else
+    cprof__cfi_refresh_try();
   cprof__cfi_stats(&after);
   /* A new index may place other code at the cached pcs. A walk that read
    * the old generation may still store an old rule under it, which no
@@ -153,6 +159,10 @@ void cprof__stack_refresh(void) {
     atomic_fetch_add_explicit(&rule_gen, 1, memory_order_relaxed);
   cprof__guard_exit();
 }
+
+void cprof__stack_refresh(void) { refresh(true); }
+
+void cprof__stack_refresh_try(void) { refresh(false); }
 
 /*
  * One probe: the kernel copies the 8-byte signal set at addr before it looks
@@ -314,7 +324,7 @@ typedef struct {
 /* The frame-pointer step: the record {caller's fp, return address} at fp,
  * validated as it always was: aligned, at or above sp and within
  * CPROF__STACK_MAX_STEP of it, on the stack. */
-static int fp_step(stack_view *v, const regs *r, regs *next) {
+CPROF__NO_SANITIZE_MEM static int fp_step(stack_view *v, const regs *r, regs *next) {
   uintptr_t fp = r->fp, rec_fp, ret;
   if (fp < r->sp || fp - r->sp > CPROF__STACK_MAX_STEP) return 0;
   if (!view_read(v, r->sp, fp, &rec_fp) ||
@@ -334,7 +344,7 @@ static uintptr_t leaf_return(uintptr_t pc, uintptr_t sp);
  * CFA - 8, the caller's rbp where the row saved it. The CFA must lie above
  * the stack pointer (so a walk strictly climbs and cannot loop) and within
  * CPROF__STACK_MAX_STEP of it. */
-static int cfi_step(stack_view *v, const regs *r, const cprof__cfi_rule *rule,
+CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const cprof__cfi_rule *rule,
                     regs *next) {
   uintptr_t cfa;
   switch (rule->kind) {
@@ -360,7 +370,7 @@ static int cfi_step(stack_view *v, const regs *r, const cprof__cfi_rule *rule,
 
 /* A signal frame (the trampoline a handler returns into): the registers
  * the signal interrupted, from the ucontext_t the kernel left at sp. */
-static int signal_step(stack_view *v, const regs *r, regs *next) {
+CPROF__NO_SANITIZE_MEM static int signal_step(stack_view *v, const regs *r, regs *next) {
   const uintptr_t base = r->sp + offsetof(ucontext_t, uc_mcontext.gregs);
   uintptr_t pc, sp, fp;
   if (!view_read(v, r->sp, base + REG_RIP * 8, &pc) ||

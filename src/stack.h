@@ -57,13 +57,18 @@ enum { CPROF__UNWIND_AUTO, CPROF__UNWIND_FP, CPROF__UNWIND_CFI };
 CPROF__HIDDEN void cprof__stack_set_mode(int mode);
 CPROF__HIDDEN int cprof__stack_mode(void);
 
-/* Reads CPROF_UNWIND and builds the unwind tables of the objects loaded
- * now. Normal context; called from the constructor. */
+/* Reads CPROF_UNWIND. Normal context; called from the constructor. The
+ * unwind tables are built by the first refresh. */
 CPROF__HIDDEN void cprof__stack_init(void);
 
 /* Brings the unwind tables up to date with the loaded objects (cheap when
  * nothing was loaded or unloaded). Normal context, never in a handler. */
 CPROF__HIDDEN void cprof__stack_refresh(void);
+
+/* The same without ever waiting: skipped while another refresh is under
+ * way. For the heap and thread interposers, which may run inside the
+ * dynamic loader while it holds its lock. */
+CPROF__HIDDEN void cprof__stack_refresh_try(void);
 
 /* The bytes of stack below the caller's frame that a signal handler may
  * still use: on the thread's own stack (bounds cached) or on the

@@ -88,6 +88,7 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   if (!real) return EAGAIN;
 
   uintptr_t pcs[CPROF__STACK_BUF];
+  cprof__stack_refresh_try();
   size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 1);
 
   bool cprof_thread = cprof__guarded();

@@ -1,0 +1,99 @@
+/*
+ * libFuzzer target for the CFI table builder. An input is two
+ * little-endian uint32s, the offset of .eh_frame_hdr in the image and the
+ * number of zero bytes the image starts with (at most 1 MiB; an object's
+ * code lies there, which the builder never reads, so the corpus need not
+ * carry it), then the rest of the image: an object's memory from vaddr
+ * `skip` on, .eh_frame_hdr and .eh_frame included. The image is a heap
+ * buffer of exactly its size, so ASan sees any read past the end. It
+ * checks the builder's promises: only CPROF_EINVAL or success, a table
+ * exactly on success, rows that strictly increase and are bounded by the
+ * input's size, neighbours with different rules, a NONE row last, rules of
+ * a known kind with every field the kind does not use zero, and a lookup
+ * anywhere in a row's range finding that row's rule.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cfi.h"
+
+static void check_rule(const cprof__cfi_rule *r) {
+  if (r->reserved != 0) abort();
+  switch (r->kind) {
+    case CPROF__CFI_NONE:
+    case CPROF__CFI_SIGNAL:
+    case CPROF__CFI_END:
+    case CPROF__CFI_UNSUPPORTED:
+      if (r->fp_saved || r->plt_split || r->cfa_off || r->fp_off) abort();
+      break;
+    case CPROF__CFI_PLT:
+      if (r->plt_split > 15) abort();
+      /* fall through */
+    case CPROF__CFI_RSP:
+    case CPROF__CFI_RBP:
+      if (r->kind != CPROF__CFI_PLT && r->plt_split) abort();
+      if (r->fp_saved > 1 || (!r->fp_saved && r->fp_off)) abort();
+      break;
+    default:
+      abort();
+  }
+}
+
+static void check_find(const cprof__cfi_table *t, uintptr_t off,
+                       const cprof__cfi_rule *want) {
+  cprof__cfi_rule got;
+  bool found = cprof__cfi_table_find(t, off, &got);
+  if (memcmp(&got, want, sizeof got) != 0) abort();
+  if (found != (want->kind != CPROF__CFI_NONE)) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 8) return 0;
+  uint32_t hdr_off, skip;
+  memcpy(&hdr_off, data, 4);
+  memcpy(&skip, data + 4, 4);
+  skip &= (1u << 20) - 1;
+  size_t len = skip + (size - 8);
+  uint8_t *img = calloc(len ? len : 1, 1);
+  if (!img) return 0;
+  memcpy(img + skip, data + 8, size - 8);
+
+  cprof__cfi_table *t = NULL;
+  int rc = cprof__cfi_table_build(img, len, hdr_off, &t);
+  if (rc != 0 && rc != CPROF_EINVAL) abort();
+  if ((rc == 0) != (t != NULL)) abort();
+  if (t) {
+    size_t n = cprof__cfi_table_rows(t);
+    /* A row needs an advance byte or an FDE of at least 10 bytes. */
+    if (n > len + 2) abort();
+    if (cprof__cfi_table_bytes(t) < n * 6) abort();
+    static const cprof__cfi_rule none = {0};
+    uint32_t pc = 0, prev_pc = 0;
+    cprof__cfi_rule r, prev = {0};
+    for (size_t i = 0; i < n; i++) {
+      if (!cprof__cfi_table_row(t, i, &pc, &r)) abort();
+      check_rule(&r);
+      if (i == 0) {
+        if (r.kind == CPROF__CFI_NONE) abort();
+        if (pc > 0) check_find(t, pc - 1, &none);
+      } else {
+        if (pc <= prev_pc) abort();
+        if (memcmp(&r, &prev, sizeof r) == 0) abort();
+        check_find(t, pc - 1, &prev);
+        check_find(t, prev_pc + (pc - prev_pc) / 2, &prev);
+      }
+      check_find(t, pc, &r);
+      prev = r;
+      prev_pc = pc;
+    }
+    if (n > 0 && prev.kind != CPROF__CFI_NONE) abort();
+    if (n > 0) check_find(t, (uintptr_t)prev_pc + 12345, &none);
+    if (cprof__cfi_table_row(t, n, &pc, &r)) abort();
+  }
+  cprof__cfi_table_free(t);
+  free(img);
+  return 0;
+}
