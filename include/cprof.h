@@ -248,13 +248,25 @@ CPROF_EXPORT int cprof_http_port(const cprof_http *srv);
  * 0), rate (heap/allocs: sampling bytes; mutex: fraction; block:
  * nanoseconds), hz (cpu).
  *
+ * A rate is set for the whole process now, as cprof_heap_set_rate,
+ * cprof_set_mutex_profile_fraction and cprof_set_block_profile_rate would.
+ *
  * The listed profiles are collected from now on (cpu runs until the dump)
  * and written as PEM blocks ("-----BEGIN PPROF HEAP-----" ... base64 ...
- * "-----END PPROF HEAP-----") to stderr, or appended to the file named by
- * CPROF_DUMP_OUT, on SIGTERM, SIGINT and SIGUSR1 and at normal exit.
- * SIGTERM and SIGINT still end the program as they would have (the parent
- * sees the signal); SIGUSR1 dumps and the program carries on, with a new
- * CPU window. `cprof extract` turns a log back into profile files.
+ * "-----END PPROF HEAP-----") to the stderr of this moment, through a
+ * descriptor of cprof's own (not whatever fd 2 is later), or appended to
+ * the file named by CPROF_DUMP_OUT (created 0600; a FIFO is never waited
+ * for), on SIGTERM, SIGINT and SIGUSR1 and at normal exit. SIGTERM and
+ * SIGINT still end the program as they would have (the parent sees the
+ * signal): by default the interrupted thread waits for the dump, at most
+ * 5 s, and the process dies of the signal without running more of the
+ * program's code; a handler the program had is called after the dump.
+ * SIGUSR1 dumps and the program carries on, with a new CPU window; its
+ * handler is SA_RESTART, and requests arriving during a dump make one more
+ * dump, not one each. No dump delays termination beyond those 5 s, and a
+ * write that makes no progress for 2 s is abandoned; SIGPIPE from a dump
+ * never reaches the program. `cprof extract` turns a log back into profile
+ * files; docs/dumps.md has the details.
  *
  * The same configuration comes from the CPROF_DUMP environment variable
  * when the library loads. Returns 0; CPROF_EINVAL with a message pointing at
@@ -331,7 +343,8 @@ CPROF_EXPORT int cprof_profilez(const char *name, int debug, int seconds,
  * credentials are never logged. The same settings come from CPROF_PUSH_URL,
  * CPROF_PUSH_APP, CPROF_PUSH_LABELS, CPROF_PUSH_BASIC_AUTH,
  * CPROF_PUSH_TOKEN, CPROF_PUSH_TENANT and CPROF_PUSH_INTERVAL when the
- * library loads.
+ * library loads (except in a setuid, setgid or file-capability process,
+ * where every CPROF_* variable is ignored).
  */
 typedef struct cprof_push cprof_push;
 
@@ -360,8 +373,10 @@ typedef struct cprof_push_stats {
 } cprof_push_stats;
 
 /* Starts pushing. CPROF_EINVAL for a missing or non-http(s) url, a bad
- * app name or label, both basic auth and a token, or values out of range
- * (the reason goes to the logger); CPROF_ESYS when a thread cannot start.
+ * app name or label, both basic auth and a token, a control character (CR,
+ * LF, any byte below 0x20, DEL) in the url, token, tenant or basic auth
+ * (they go into the request as they are), or values out of range (the
+ * reason goes to the logger); CPROF_ESYS when a thread cannot start.
  * Thread-safe. */
 CPROF_EXPORT int cprof_push_start(const cprof_push_config *cfg,
                                   cprof_push **out);

@@ -1,22 +1,44 @@
 /*
  * Dumps on termination and signals (dump.h). The configuration comes from
- * the grammar in dumpspec.c. Listed profiles are collected from the start
- * (cpu runs as its own session until the dump). On SIGTERM, SIGINT and
- * SIGUSR1 the handler writes the signal number into a pipe and returns;
- * the dumper thread, which blocks every signal, wakes, writes each profile
- * as a PEM block in one write(2), and then lets the previous disposition
- * happen: a terminating signal whose disposition was the default is
- * re-raised with the default restored, so the parent sees the process die
- * of it; a handler the program had installed is called, from the original
- * handler, once the dump is done (waiting at most DUMP_WAIT_MS); SIGUSR1
- * dumps and the program carries on, the CPU window restarting. At normal
- * exit an atexit handler dumps directly.
+ * the grammar in dumpspec.c; the rates a spec gives are set when dumps are
+ * configured. Listed profiles are collected from the start (cpu runs as
+ * its own session until the dump).
  *
- * The handler is async-signal-safe: write, poll, read, sigaction and
- * errno only. Everything else runs on the dumper thread or at exit.
+ * Signals. On SIGTERM, SIGINT and SIGUSR1 the handler records the request
+ * (SIGUSR1 requests are one flag, however many arrive, so a storm of them
+ * costs one more dump at most) and wakes the dumper thread through a
+ * futex, which never blocks; the dumper blocks every signal and writes each
+ * profile as a PEM block. Then the signal's previous disposition happens:
+ * SIGUSR1 returns at once and the program carries on (installed with
+ * SA_RESTART), the CPU window restarting; a terminating signal whose
+ * disposition was the default waits in the handler for the dump (at most
+ * DUMP_WAIT_MS), then restores the default and re-raises, so the
+ * interrupted thread never runs the program's code again and the parent
+ * sees the process die of the signal; a handler the program had installed
+ * is called once the dump is done (waiting at most DUMP_WAIT_MS), installed
+ * with the program's own SA_RESTART choice. At normal exit an atexit
+ * handler dumps on the exiting thread, with the dump signals held off.
+ *
+ * Output. CPROF_DUMP_OUT is opened without blocking and created 0600; a
+ * FIFO with no reader yet is opened again at each dump. Otherwise dumps go
+ * to a descriptor of cprof's own on the stderr the program had when dumps
+ * were configured (a non-blocking description of its own for a pipe or a
+ * terminal, else a duplicate), never to whatever fd 2 is later. A
+ * descriptor is checked against the file it was opened on before each
+ * block, so one the program closed and reused is never written to. A write
+ * that makes no progress for DUMP_STALL_MS ends the dump, and a dump stops
+ * writing DUMP_WAIT_MS after it started. SIGPIPE from a reader that went
+ * away is blocked around the writes and taken back, so it never reaches the
+ * program.
+ *
+ * The handler is async-signal-safe: atomics, futex, clock_gettime,
+ * sigaction, pthread_sigmask, raise and errno only. Everything else runs on
+ * the dumper thread or at exit.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -24,6 +46,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,14 +56,22 @@
 #include "dump.h"
 #include "dumpspec.h"
 #include "env.h"
+#include "lock.h"
 #include "mem.h"
 #include "profilez.h"
 #include "registry.h"
 #include "threads.h"
 
-/* How long a handler the program installed waits for the dump before it is
- * called anyway. */
-#define DUMP_WAIT_MS 10000
+/* How long a terminating signal waits for its dump before the program
+ * dies (or its own handler is called) anyway, and how long a dump may
+ * spend writing. */
+#define DUMP_WAIT_MS 5000
+/* A write that makes no progress for this long is abandoned, and the rest
+ * of that dump with it. */
+#define DUMP_STALL_MS 2000
+/* cprof's own descriptors are moved at or above this number, out of the
+ * way of programs that expect low numbers to be free. */
+#define PRIVATE_FD_MIN 100
 
 static const int dump_signals[] = {SIGTERM, SIGINT, SIGUSR1};
 
@@ -46,14 +79,32 @@ static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static cprof__dump_spec spec;
 static cprof__cpu_session *cpu_session; /* under dump_lock */
 static int cpu_hz;
-static int out_fd = STDERR_FILENO;
 static unsigned long long seq; /* dumps written, for the Seq header */
 static atomic_bool configured;
-static atomic_bool terminating; /* a terminating dump was written */
-static int wake_pipe[2] = {-1, -1};
-static int done_pipe[2] = {-1, -1};
+static atomic_bool terminating; /* the final dump (signal or exit) began */
 static struct sigaction previous[CPROF__ARRAY_LEN(dump_signals)];
 static bool installed[CPROF__ARRAY_LEN(dump_signals)];
+
+/* What the handlers ask for. wake_word changes with every request and is
+ * the futex the dumper sleeps on; final_done is set once the final dump is
+ * over and is the futex terminating handlers wait on. */
+static _Atomic int wake_word;
+static atomic_bool usr1_pending;
+static _Atomic int term_sig; /* the first terminating signal, or 0 */
+static _Atomic int final_done;
+
+/* Where dumps go. */
+typedef struct dump_out {
+  int fd; /* -1: none */
+  dev_t dev;
+  ino_t ino;        /* the file fd was opened on */
+  bool socket;      /* written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
+  bool never_waits; /* a non-blocking description of cprof's own, or a file */
+} dump_out;
+
+static dump_out file_out = {.fd = -1}; /* CPROF_DUMP_OUT */
+static dump_out err_out = {.fd = -1};  /* cprof's own stderr */
+static char *pending_fifo;             /* a FIFO with no reader yet */
 
 int cprof__cpu_default_hz(void) {
   long long hz;
@@ -76,6 +127,20 @@ static const char *signal_name(int sig) {
     case SIGUSR1: return "SIGUSR1";
     default: return "exit";
   }
+}
+
+/* True when sa is a handler function (neither SIG_DFL nor SIG_IGN, which
+ * the kernel reads the same whatever sa_flags say). */
+static bool is_handler(const struct sigaction *sa) {
+  return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
+}
+
+static void futex_wait(_Atomic int *word, int val, const struct timespec *rel) {
+  syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
+}
+
+static void futex_wake(_Atomic int *word) {
+  syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static const char b64[] =
@@ -104,10 +169,175 @@ static int append_base64(cprof_buf *out, const unsigned char *data,
   return err;
 }
 
-/* Writes one profile's bytes as a PEM block with one write(2), so lines
- * the program logs at the same time cannot land inside it. */
-static int write_block(const char *name, int debug, const char *reason,
-                       const cprof_buf *data) {
+/* Moves fd to a number at or above PRIVATE_FD_MIN (keeping it where it is
+ * when the limit on descriptors forbids). */
+static int move_high(int fd) {
+  int hi = fcntl(fd, F_DUPFD_CLOEXEC, PRIVATE_FD_MIN);
+  if (hi < 0) return fd;
+  close(fd);
+  return hi;
+}
+
+static bool out_set(dump_out *o, int fd, bool nonblocking) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  o->fd = fd;
+  o->dev = st.st_dev;
+  o->ino = st.st_ino;
+  o->socket = S_ISSOCK(st.st_mode);
+  o->never_waits = nonblocking || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+  return true;
+}
+
+/* Takes cprof's own descriptor on the current stderr. For a pipe or a
+ * terminal it is a description of its own, opened anew through /proc, that
+ * can be non-blocking without making the program's stderr so; otherwise
+ * (a file, a socket, or when that fails) a duplicate. */
+static void keep_stderr(void) {
+  struct stat st;
+  if (err_out.fd >= 0 || fstat(STDERR_FILENO, &st) != 0) return;
+  int fd = -1;
+  bool own = false;
+  if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat again;
+    if (fd >= 0 && (fstat(fd, &again) != 0 || again.st_dev != st.st_dev ||
+                    again.st_ino != st.st_ino)) {
+      close(fd);
+      fd = -1;
+    }
+    if (fd >= 0) {
+      own = true;
+      fd = move_high(fd);
+    }
+  }
+  if (fd < 0) fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, PRIVATE_FD_MIN);
+  if (fd < 0) fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return;
+  if (!out_set(&err_out, fd, own)) {
+    close(fd);
+    return;
+  }
+  /* cprof's own lines follow the dumps there. */
+  cprof__warn_redirect(fd);
+}
+
+static int open_out(const char *path, int flags) {
+  return open(path,
+              O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags,
+              0600);
+}
+
+/* Opens CPROF_DUMP_OUT: created 0600, and never waiting for a FIFO's
+ * reader (the program would not reach main). */
+static void open_dump_out(const char *path) {
+  char q[CPROF__QUOTED_SIZE];
+  cprof__quoted(q, sizeof q, path);
+  int fd = open_out(path, O_CREAT);
+  if (fd >= 0) {
+    fd = move_high(fd);
+    if (out_set(&file_out, fd, true)) return;
+    close(fd);
+  }
+  int e = errno;
+  struct stat st;
+  if (e == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+    pending_fifo = cprof__strdup(path);
+    cprof__warn("CPROF_DUMP_OUT=%s: a FIFO with no reader yet; dumping to "
+                "stderr until one opens it",
+                q);
+    return;
+  }
+  cprof__warn("CPROF_DUMP_OUT=%s: %s; dumping to stderr", q, strerror(e));
+}
+
+/* The output for this dump; dump_lock held. A FIFO that had no reader is
+ * tried again, without waiting. */
+static dump_out *current_out(void) {
+  if (file_out.fd < 0 && pending_fifo) {
+    int fd = open_out(pending_fifo, 0);
+    if (fd >= 0) {
+      fd = move_high(fd);
+      if (out_set(&file_out, fd, true)) {
+        cprof__free(pending_fifo);
+        pending_fifo = NULL;
+      } else {
+        close(fd);
+      }
+    }
+  }
+  return file_out.fd >= 0 ? &file_out : &err_out;
+}
+
+/* Waits until fd takes more bytes: 0, CPROF_ECANCELED when stall_end or
+ * deadline (monotonic ns) comes first, CPROF_EIO when the reader is
+ * gone. */
+static int wait_writable(int fd, int64_t stall_end, int64_t deadline) {
+  int64_t end = stall_end < deadline ? stall_end : deadline;
+  for (;;) {
+    int64_t now = cprof__mono_ns();
+    if (now >= end) return CPROF_ECANCELED;
+    struct pollfd pfd = {fd, POLLOUT, 0};
+    int r = poll(&pfd, 1, (int)((end - now + 999999) / 1000000));
+    if (r > 0)
+      return (pfd.revents & POLLOUT) ? 0 : CPROF_EIO;
+    if (r < 0 && errno != EINTR) return CPROF_EIO;
+  }
+}
+
+/* Writes all of data to o: in one write(2) whenever the output takes it
+ * whole (a file always does). Returns 0; CPROF_EIO when the output is gone
+ * or broken; CPROF_ECANCELED when it stalled for DUMP_STALL_MS or the
+ * dump's deadline passed. */
+static int write_out(dump_out *o, const char *data, size_t len,
+                     int64_t deadline) {
+  struct stat st;
+  if (o->fd < 0) return CPROF_EIO;
+  if (fstat(o->fd, &st) != 0 || st.st_dev != o->dev || st.st_ino != o->ino) {
+    /* The program closed it and may have reused its number: the number is
+     * the program's now, never to be written to or closed by cprof. */
+    o->fd = -1;
+    return CPROF_EIO;
+  }
+  cprof__pipe_guard g;
+  cprof__pipe_guard_begin(&g);
+  bool got_epipe = false;
+  int err = 0;
+  int64_t stall_end = cprof__mono_ns() + DUMP_STALL_MS * 1000000LL;
+  while (len > 0 && !err) {
+    size_t chunk = len;
+    if (!o->never_waits && !o->socket) {
+      /* A blocking description shared with the program: wait until the
+       * pipe has room, then write no more than it takes at once. */
+      if (chunk > PIPE_BUF) chunk = PIPE_BUF;
+      if ((err = wait_writable(o->fd, stall_end, deadline)) != 0) break;
+    }
+    ssize_t n = o->socket
+                    ? send(o->fd, data, chunk, MSG_DONTWAIT | MSG_NOSIGNAL)
+                    : write(o->fd, data, chunk);
+    if (n > 0) {
+      data += n;
+      len -= (size_t)n;
+      stall_end = cprof__mono_ns() + DUMP_STALL_MS * 1000000LL;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      err = wait_writable(o->fd, stall_end, deadline);
+    } else {
+      got_epipe = n < 0 && errno == EPIPE;
+      err = CPROF_EIO;
+    }
+  }
+  cprof__pipe_guard_end(&g, got_epipe);
+  return err;
+}
+
+/* Writes one profile's bytes as a PEM block, in one write(2) when the
+ * output takes it whole, so lines the program logs at the same time cannot
+ * land inside it. */
+static int write_block(dump_out *o, const char *name, int debug,
+                       const char *reason, const cprof_buf *data,
+                       int64_t deadline) {
   char upper[32];
   size_t i;
   for (i = 0; name[i] && i + 1 < sizeof upper; i++)
@@ -128,17 +358,18 @@ static int write_block(const char *name, int debug, const char *reason,
                               ++seq);
   if (!err) err = append_base64(&out, data->data, data->len);
   if (!err) err = cprof__buf_printf(&out, "-----END PPROF %s-----\n", upper);
-  if (!err) {
-    cprof_sink sink = cprof_sink_fd(out_fd);
-    err = sink.write(sink.ctx, out.data, out.len);
-  }
+  if (!err) err = write_out(o, (const char *)out.data, out.len, deadline);
   cprof_buf_free(&out);
   return err;
 }
 
 /* Writes every listed profile; dump_lock held. The CPU window ends here
- * and, when the program carries on, a new one starts. */
+ * and, when the program carries on, a new one starts. Once the output has
+ * failed, the rest of the dump is not even collected. */
 static void dump_all(const char *reason, bool restart_cpu) {
+  int64_t deadline = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
+  dump_out *o = current_out();
+  int out_err = o->fd < 0 ? CPROF_EIO : 0;
   for (size_t i = 0; i < spec.n; i++) {
     const cprof__dump_item *it = &spec.items[i];
     cprof_buf data = {0};
@@ -146,59 +377,68 @@ static void dump_all(const char *reason, bool restart_cpu) {
     int err;
     if (strcmp(it->name, "cpu") == 0) {
       if (!cpu_session) continue;
-      err = cprof__cpu_session_stop(cpu_session, &sink);
+      err = cprof__cpu_session_stop(cpu_session, out_err ? NULL : &sink);
       cpu_session = NULL;
       if (restart_cpu) cprof__cpu_session_start(cpu_hz, &cpu_session);
+    } else if (out_err) {
+      continue;
     } else {
       err = cprof_profile_write(it->name, it->debug, &sink);
     }
-    if (!err) err = write_block(it->name, it->debug, reason, &data);
-    if (err)
+    if (!err && !out_err)
+      out_err = write_block(o, it->name, it->debug, reason, &data, deadline);
+    else if (err)
       cprof__warn("dump of %s failed: %s", it->name, cprof_strerror(err));
     cprof_buf_free(&data);
   }
+  /* A broken stderr cannot be told about itself; a broken file can. */
+  if (out_err && o == &file_out)
+    cprof__warn("dump to CPROF_DUMP_OUT %s",
+                out_err == CPROF_ECANCELED ? "abandoned: no progress for 2 s"
+                                           : "failed: the output is gone");
 }
 
-static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
-  int saved_errno = errno;
-  int idx = signal_index(sig);
-  unsigned char b = (unsigned char)sig;
-  bool woke = write(wake_pipe[1], &b, 1) == 1;
-  const struct sigaction *prev = idx >= 0 ? &previous[idx] : NULL;
-  bool prev_handler =
-      prev && ((prev->sa_flags & SA_SIGINFO) ? prev->sa_sigaction != NULL
-                                             : prev->sa_handler != SIG_DFL &&
-                                                   prev->sa_handler != SIG_IGN);
-  if (prev_handler) {
-    /* The program's own handler runs after the dump, as it would have run
-     * without cprof. */
-    if (woke && sig != SIGUSR1) {
-      struct pollfd pfd = {done_pipe[0], POLLIN, 0};
-      if (poll(&pfd, 1, DUMP_WAIT_MS) == 1) {
-        unsigned char done;
-        ssize_t r = read(done_pipe[0], &done, 1);
-        (void)r;
-      }
-    }
-    if (prev->sa_flags & SA_SIGINFO)
-      prev->sa_sigaction(sig, si, uc);
-    else
-      prev->sa_handler(sig);
-  } else if (!woke && sig != SIGUSR1) {
-    /* No dumper to hand over to: terminate as the default would. */
-    signal(sig, SIG_DFL);
-    raise(sig);
+/* The final dump, once, whichever of a terminating signal and exit comes
+ * first; then every terminating handler waiting for it is released. */
+static void final_dump(const char *reason) {
+  cprof__lock(&dump_lock);
+  if (!atomic_exchange(&terminating, true)) dump_all(reason, false);
+  cprof__unlock(&dump_lock);
+  atomic_store(&final_done, 1);
+  futex_wake(&final_done);
+}
+
+/* Signal handler side: records the request and wakes the dumper. */
+static void request_dump(int sig) {
+  if (sig == SIGUSR1) {
+    atomic_store(&usr1_pending, true);
+  } else {
+    int none = 0;
+    atomic_compare_exchange_strong(&term_sig, &none, sig);
   }
-  errno = saved_errno;
+  atomic_fetch_add(&wake_word, 1);
+  futex_wake(&wake_word);
 }
 
-/* After a terminating signal whose default action was to terminate: put
- * the default back and let the signal kill the process, so the parent
- * sees it. */
-static void die_of(int sig) {
+/* Waits, at most DUMP_WAIT_MS, until the final dump is over. Signal-safe. */
+static void wait_final(void) {
+  int64_t end = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
+  while (!atomic_load(&final_done)) {
+    int64_t left = end - cprof__mono_ns();
+    if (left <= 0) return;
+    struct timespec rel = {(time_t)(left / 1000000000),
+                           (long)(left % 1000000000)};
+    futex_wait(&final_done, 0, &rel);
+  }
+}
+
+/* Puts the default disposition back and lets the signal end the process,
+ * so the parent sees it die of it. Signal-safe. */
+static _Noreturn void die_of(int sig) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, NULL);
   sigset_t one;
   sigemptyset(&one);
@@ -210,36 +450,76 @@ static void die_of(int sig) {
   _exit(128 + sig);
 }
 
+static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
+  int saved_errno = errno;
+  int idx = signal_index(sig);
+  bool live = atomic_load(&configured);
+  bool terminal = sig != SIGUSR1;
+  if (live) request_dump(sig);
+  if (idx >= 0 && is_handler(&previous[idx])) {
+    /* The program's own handler runs after the dump, as it would have run
+     * without cprof. */
+    const struct sigaction *prev = &previous[idx];
+    if (live && terminal) wait_final();
+    errno = saved_errno;
+    if (prev->sa_flags & SA_SIGINFO)
+      prev->sa_sigaction(sig, si, uc);
+    else
+      prev->sa_handler(sig);
+  } else if (terminal || !live) {
+    /* The default: the program must not run another instruction of its
+     * own, so this thread waits here for the dump and the process dies. */
+    if (live) wait_final();
+    die_of(sig);
+  }
+  errno = saved_errno;
+}
+
+/* True once a terminating signal is ending the process: no SIGUSR1 dump
+ * starts then (it would be cut off). */
+static bool dying(void) {
+  int sig = atomic_load(&term_sig);
+  int idx = sig ? signal_index(sig) : -1;
+  return idx >= 0 && !is_handler(&previous[idx]);
+}
+
 static void *dumper_main(void *arg) {
   (void)arg;
+  /* From 0, where wake_word starts: a signal that came before this thread
+   * first ran has changed it already and is served at once. */
+  int seen = 0;
   for (;;) {
-    unsigned char b;
-    ssize_t r = read(wake_pipe[0], &b, 1);
-    if (r < 0 && errno == EINTR) continue;
-    if (r != 1) return NULL;
-    int sig = b;
-    bool terminal = sig != SIGUSR1;
-    pthread_mutex_lock(&dump_lock);
-    bool first = !terminal || !atomic_exchange(&terminating, true);
-    if (first) dump_all(signal_name(sig), !terminal);
-    pthread_mutex_unlock(&dump_lock);
-    if (!terminal) continue;
-    int idx = signal_index(sig);
-    const struct sigaction *prev = &previous[idx];
-    bool prev_default = !(prev->sa_flags & SA_SIGINFO) &&
-                        prev->sa_handler == SIG_DFL;
-    if (prev_default) die_of(sig);
-    unsigned char done = 1;
-    ssize_t w = write(done_pipe[1], &done, 1);
-    (void)w;
+    int now = atomic_load(&wake_word);
+    if (now == seen) {
+      futex_wait(&wake_word, seen, NULL);
+      continue;
+    }
+    /* Every request made until now is served below; one made while the
+     * dump runs changes wake_word again and makes one more dump. */
+    seen = now;
+    int sig = atomic_load(&term_sig);
+    if (sig && !atomic_load(&final_done)) final_dump(signal_name(sig));
+    if (atomic_exchange(&usr1_pending, false) && !dying()) {
+      cprof__lock(&dump_lock);
+      dump_all("SIGUSR1", true);
+      cprof__unlock(&dump_lock);
+    }
   }
+  return NULL;
 }
 
 static void dump_at_exit(void) {
   if (!atomic_load(&configured) || atomic_load(&terminating)) return;
-  pthread_mutex_lock(&dump_lock);
-  if (!atomic_exchange(&terminating, true)) dump_all("exit", false);
-  pthread_mutex_unlock(&dump_lock);
+  /* A dump signal arriving now waits for this dump rather than interrupt
+   * it on this thread (its handler would wait for a dump that cannot
+   * finish until it returns). */
+  sigset_t sigs, old;
+  sigemptyset(&sigs);
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
+    sigaddset(&sigs, dump_signals[i]);
+  pthread_sigmask(SIG_BLOCK, &sigs, &old);
+  final_dump("exit");
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 static int install_signals(void) {
@@ -248,12 +528,25 @@ static int install_signals(void) {
     if (sigaction(dump_signals[i], NULL, &cur) != 0) return CPROF_ESYS;
     /* An ignored signal stays ignored: installing a handler would change
      * what the program (and any child it execs) does with it. */
-    if (!(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_IGN) continue;
+    if (cur.sa_handler == SIG_IGN) continue;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_dump_signal;
-    sa.sa_flags = SA_SIGINFO | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO;
+    if (is_handler(&cur)) {
+      /* The program chose whether its handler interrupts system calls,
+       * and its mask and stack: both stay its own. */
+      sa.sa_flags |= cur.sa_flags & (SA_RESTART | SA_ONSTACK);
+      sa.sa_mask = cur.sa_mask;
+    } else {
+      /* SIGUSR1 returns to the program: its system calls restart (those
+       * signal(7) says never do still fail with EINTR). SIGTERM and SIGINT
+       * never return, so restarting means nothing to them, except under a
+       * runtime that defers handlers to the end of a system call
+       * (ThreadSanitizer's), where it would keep them from ever running. */
+      if (dump_signals[i] == SIGUSR1) sa.sa_flags |= SA_RESTART;
+      sigemptyset(&sa.sa_mask);
+    }
     if (sigaction(dump_signals[i], &sa, &previous[i]) != 0) return CPROF_ESYS;
     installed[i] = true;
   }
@@ -262,19 +555,38 @@ static int install_signals(void) {
 
 static void child_after_fork(void) {
   /* The dumper thread does not exist in a child: dumps there would wait on
-   * nobody, so the child's handlers fall back to the previous behaviour. */
+   * nobody, so the child's handlers fall back to the previous behaviour,
+   * and cprof's descriptors (which would hold the parent's stderr pipe
+   * open) are closed. */
   if (!atomic_load(&configured)) return;
   for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
     if (installed[i]) sigaction(dump_signals[i], &previous[i], NULL);
   atomic_store(&configured, false);
-  close(wake_pipe[1]);
-  wake_pipe[1] = -1;
+  cprof__warn_redirect(-1);
+  if (file_out.fd >= 0) close(file_out.fd);
+  if (err_out.fd >= 0) close(err_out.fd);
+  file_out.fd = err_out.fd = -1;
   pthread_mutex_init(&dump_lock, NULL);
+}
+
+/* Sets the rates the spec gives, process-wide: the heap sampling rate
+ * (heap and allocs), the mutex fraction and the block rate. */
+static void apply_rates(void) {
+  for (size_t i = 0; i < spec.n; i++) {
+    const cprof__dump_item *it = &spec.items[i];
+    if (!it->has_rate) continue;
+    if (strcmp(it->name, "heap") == 0 || strcmp(it->name, "allocs") == 0)
+      cprof_heap_set_rate((long)it->rate);
+    else if (strcmp(it->name, "mutex") == 0)
+      cprof_set_mutex_profile_fraction((int)it->rate);
+    else if (strcmp(it->name, "block") == 0)
+      cprof_set_block_profile_rate(it->rate);
+  }
 }
 
 static int configure(const char *text, char *errbuf, size_t errlen) {
   cprof__dump_spec parsed;
-  char why[160];
+  char why[320];
   if (cprof__dump_parse(text, &parsed, why, sizeof why) != 0) {
     if (errbuf && errlen) snprintf(errbuf, errlen, "%s", why);
     return CPROF_EINVAL;
@@ -294,18 +606,9 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   }
   spec = parsed;
   const char *path = cprof__env_str("CPROF_DUMP_OUT");
-  if (path) {
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd >= 0)
-      out_fd = fd;
-    else
-      cprof__warn("CPROF_DUMP_OUT=%s: %s; dumping to stderr", path,
-                  strerror(errno));
-  }
-  if (pipe2(wake_pipe, O_CLOEXEC) != 0 || pipe2(done_pipe, O_CLOEXEC) != 0) {
-    atomic_store(&configured, false);
-    return CPROF_ESYS;
-  }
+  if (path) open_dump_out(path);
+  if (file_out.fd < 0) keep_stderr();
+  apply_rates();
   for (size_t i = 0; i < spec.n; i++) {
     if (strcmp(spec.items[i].name, "cpu") != 0) continue;
     cpu_hz = spec.items[i].hz ? spec.items[i].hz : cprof__cpu_default_hz();
@@ -332,10 +635,12 @@ int cprof_dump_configure(const char *text, char *errbuf, size_t errlen) {
 void cprof__dump_env_init(void) {
   const char *text = cprof__env_str("CPROF_DUMP");
   if (!text) return;
-  char why[200];
+  char why[320];
   int err = configure(text, why, sizeof why);
+  char q[CPROF__QUOTED_SIZE];
   if (err == CPROF_EINVAL || err == CPROF_EUNSUPPORTED)
-    cprof__warn("CPROF_DUMP=%.100s: %s; dumps disabled", text, why);
+    cprof__warn("CPROF_DUMP=%s: %s; dumps disabled",
+                cprof__quoted(q, sizeof q, text), why);
   else if (err)
     cprof__warn("CPROF_DUMP: %s; dumps disabled", cprof_strerror(err));
 }

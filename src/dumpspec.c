@@ -1,7 +1,9 @@
 /*
  * The dump specification parser (dumpspec.h). It walks the string once,
  * item by item, with explicit bounds; it does not allocate and depends only
- * on the integer parser in env.c, so the fuzzer can drive it alone.
+ * on the integer parser and the quoting in env.c, so the fuzzer can drive
+ * it alone. Parts of the spec quoted in messages are escaped, so a message
+ * stays one line whatever the spec holds.
  */
 #include <stdio.h>
 #include <string.h>
@@ -27,14 +29,17 @@ static const known_profile known[] = {
     {"block", "block", "nanoseconds", 1LL << 50},
 };
 
-/* Writes "<message> at column <c>" into err. */
+/* Writes "<message> at column <c>" into err, with the part of the spec at
+ * fault quoted (at most 40 bytes of it). */
 static int fail(char *err, size_t errlen, size_t column, const char *what,
                 const char *s, size_t n) {
-  if (s)
-    snprintf(err, errlen, "%s \"%.*s\" at column %zu", what, (int)(n > 40 ? 40 : n),
-             s, column);
-  else
+  if (s) {
+    char q[4 * 40 + 32];
+    cprof__quote(q, sizeof q, s, n, 40);
+    snprintf(err, errlen, "%s %s at column %zu", what, q, column);
+  } else {
     snprintf(err, errlen, "%s at column %zu", what, column);
+  }
   return CPROF_EINVAL;
 }
 
@@ -144,6 +149,16 @@ int cprof__dump_parse(const char *spec, cprof__dump_spec *out, char *err,
                       NULL, 0);
       }
     }
+    /* heap and allocs are two views of the same samples: one rate. */
+    if (it->has_rate && k->rate_means && strcmp(k->rate_means, "bytes") == 0)
+      for (size_t i = 0; i < out->n; i++)
+        if (out->items[i].has_rate && out->items[i].rate != it->rate &&
+            (strcmp(out->items[i].name, "heap") == 0 ||
+             strcmp(out->items[i].name, "allocs") == 0))
+          return fail(err, errlen, col,
+                      "heap and allocs share one sampling rate; a different "
+                      "rate for",
+                      p, nlen);
     out->n++;
     if (!end) break;
     p = end + 1;

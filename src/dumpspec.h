@@ -8,9 +8,10 @@
  * e.g. "cpu,heap=debug=1,mutex=debug=1:rate=1000". Names: cpu, heap,
  * allocs, threadcreate, goroutine (alias threads), mutex, block. Keys:
  * debug (every profile; cpu has no text form), rate (heap and allocs:
- * bytes; mutex: fraction; block: nanoseconds), hz (cpu). A pure parser of
- * outside input: it never allocates, and every rejection names the problem
- * and the column where it is.
+ * bytes, one rate for both; mutex: fraction; block: nanoseconds), hz
+ * (cpu). A pure parser of outside input: it never allocates, and every
+ * rejection names the problem and the column where it is. Applying the
+ * rates is dump.c's business.
  */
 #ifndef CPROF_DUMPSPEC_H
 #define CPROF_DUMPSPEC_H
@@ -25,7 +26,7 @@
 typedef struct cprof__dump_item {
   const char *name; /* canonical name, static */
   int debug;
-  bool has_rate;
+  bool has_rate; /* rate= given: dump.c sets it when dumps are configured */
   long long rate;
   int hz; /* cpu only; 0 = default */
 } cprof__dump_item;

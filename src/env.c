@@ -1,17 +1,74 @@
 /*
  * The CPROF_* environment parsers (env.h). Whatever the environment holds,
  * these never abort: a bad value is reported in one line and treated as
- * unset.
+ * unset. Every CPROF_* variable is read through cprof__env_get, the one
+ * place that decides whether the environment may be trusted (not in a
+ * setuid, setgid or file-capability process), and every value echoed in a
+ * message goes through cprof__quote, so a message stays one line whatever
+ * the value holds. cprof__warn writes the lines, to the stderr the program
+ * started with when dumps keep a descriptor on it (cprof__warn_redirect),
+ * and never raises SIGPIPE in the program (cprof__pipe_guard).
  */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "env.h"
+
+size_t cprof__quote(char *out, size_t outlen, const char *s, size_t n,
+                    size_t max) {
+  static const char hex[] = "0123456789abcdef";
+  size_t o = 0, shown = n > max ? max : n;
+  if (outlen == 0) return 0;
+  /* Leaves room for the longest escape and the closing quote. */
+#define PUT(c) (o + 1 < outlen ? (void)(out[o++] = (c)) : (void)0)
+  PUT('"');
+  for (size_t i = 0; i < shown && o + 6 < outlen; i++) {
+    unsigned char c = (unsigned char)s[i];
+    const char *esc = NULL;
+    switch (c) {
+      case '\n': esc = "\\n"; break;
+      case '\r': esc = "\\r"; break;
+      case '\t': esc = "\\t"; break;
+      case '\\': esc = "\\\\"; break;
+      case '"': esc = "\\\""; break;
+      default: break;
+    }
+    if (esc) {
+      PUT(esc[0]);
+      PUT(esc[1]);
+    } else if (c < 0x20 || c >= 0x7f) {
+      PUT('\\');
+      PUT('x');
+      PUT(hex[c >> 4]);
+      PUT(hex[c & 15]);
+    } else {
+      PUT((char)c);
+    }
+  }
+  PUT('"');
+#undef PUT
+  out[o] = '\0';
+  if (n > shown) {
+    int m = snprintf(out + o, outlen - o, "... (%zu bytes)", n);
+    if (m > 0) o += (size_t)m < outlen - o ? (size_t)m : outlen - o - 1;
+  }
+  return o;
+}
+
+const char *cprof__quoted(char *buf, size_t len, const char *s) {
+  cprof__quote(buf, len, s ? s : "", s ? strlen(s) : 0, CPROF__QUOTE_MAX);
+  return buf;
+}
 
 int cprof__parse_int(const char *s, long long min, long long max,
                      long long *out, char *err, size_t errlen) {
@@ -36,7 +93,10 @@ int cprof__parse_int(const char *s, long long min, long long max,
     v = v * 10 + d;
   }
   if (*p) {
-    snprintf(err, errlen, "unexpected '%c' after the number", *p);
+    char c[8];
+    cprof__quote(c, sizeof c, p, 1, 1);
+    c[0] = c[strlen(c) - 1] = '\'';
+    snprintf(err, errlen, "unexpected %s after the number", c);
     return CPROF_EINVAL;
   }
   long long value;
@@ -61,8 +121,47 @@ int cprof__parse_int(const char *s, long long min, long long max,
   return 0;
 }
 
+void cprof__pipe_guard_begin(cprof__pipe_guard *g) {
+  sigset_t pipe_set, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
+}
+
+void cprof__pipe_guard_end(cprof__pipe_guard *g, bool got_epipe) {
+  sigset_t pipe_set, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  /* The write raised SIGPIPE for this thread, where it is blocked: take it
+   * back before the mask lets it through. */
+  if (got_epipe && !g->was_pending && sigpending(&pending) == 0 &&
+      sigismember(&pending, SIGPIPE)) {
+    const struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
+/* Where cprof__warn writes: stderr, or cprof's own descriptor on the
+ * stderr the program started with, checked against the file it was opened
+ * on before each line. */
+static _Atomic int warn_fd = -1;
+static _Atomic unsigned long long warn_dev, warn_ino;
+
+void cprof__warn_redirect(int fd) {
+  struct stat st;
+  if (fd >= 0 && fstat(fd, &st) == 0) {
+    atomic_store(&warn_dev, (unsigned long long)st.st_dev);
+    atomic_store(&warn_ino, (unsigned long long)st.st_ino);
+    atomic_store(&warn_fd, fd);
+  } else {
+    atomic_store(&warn_fd, -1);
+  }
+}
+
 void cprof__warn(const char *fmt, ...) {
-  char line[512];
+  char line[1024];
   int n = snprintf(line, sizeof line, "cprof: ");
   va_list ap;
   va_start(ap, fmt);
@@ -72,22 +171,53 @@ void cprof__warn(const char *fmt, ...) {
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len++] = '\n';
   int saved = errno;
-  ssize_t w = write(STDERR_FILENO, line, len);
-  (void)w;
+  int fd = atomic_load(&warn_fd);
+  struct stat st;
+  /* A descriptor the program closed and whose number it reused is the
+   * program's now: the line is dropped rather than written into it. */
+  if (fd < 0)
+    fd = STDERR_FILENO;
+  else if (fstat(fd, &st) != 0 ||
+           (unsigned long long)st.st_dev != atomic_load(&warn_dev) ||
+           (unsigned long long)st.st_ino != atomic_load(&warn_ino))
+    fd = -1;
+  if (fd >= 0) {
+    cprof__pipe_guard g;
+    cprof__pipe_guard_begin(&g);
+    ssize_t w = write(fd, line, len);
+    cprof__pipe_guard_end(&g, w < 0 && errno == EPIPE);
+  }
   errno = saved;
 }
 
-const char *cprof__env_str(const char *name) {
+static atomic_bool secure_warned;
+
+const char *cprof__env_lookup(const char *name, unsigned long at_secure) {
   const char *v = getenv(name);
+  if (!v || !at_secure) return v;
+  if (!atomic_exchange(&secure_warned, true))
+    cprof__warn("privileged process (setuid, setgid or file capabilities): "
+                "CPROF_* environment variables ignored");
+  return NULL;
+}
+
+const char *cprof__env_get(const char *name) {
+  return cprof__env_lookup(name, getauxval(AT_SECURE));
+}
+
+const char *cprof__env_str(const char *name) {
+  const char *v = cprof__env_get(name);
   return v && *v ? v : NULL;
 }
 
 bool cprof__env_int(const char *name, long long min, long long max,
                     const char *disabled, long long *out) {
-  const char *v = getenv(name);
+  const char *v = cprof__env_get(name);
   if (!v) return false;
   char why[96];
   if (cprof__parse_int(v, min, max, out, why, sizeof why) == 0) return true;
-  cprof__warn("%s=%.64s: %s; %s", name, v, why, disabled);
+  char q[CPROF__QUOTED_SIZE];
+  cprof__warn("%s=%s: %s; %s", name, cprof__quoted(q, sizeof q, v), why,
+              disabled);
   return false;
 }

@@ -7,10 +7,13 @@
  * to an uploader thread through a bounded queue that drops, and counts,
  * rather than grows. The uploader retries with backoff, under a timeout,
  * and never follows redirects (so credentials cannot leak to another
- * host) nor logs them. Both threads are cprof's own: they block every
- * signal and mark themselves as profiler code, so the heap sampler does not
- * count their allocations. Nothing here runs on the application's threads
- * except start and stop.
+ * host) nor logs them. Values that end up in a request's headers or
+ * request line (the token, the tenant, basic auth, the URL) are refused
+ * when they hold a control character, which would end a header and let
+ * the configuration inject headers of its own. Both threads are cprof's
+ * own: they block every signal and mark themselves as profiler code, so
+ * the heap sampler does not count their allocations. Nothing here runs on
+ * the application's threads except start and stop.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -28,6 +31,7 @@
 #include "dump.h"
 #include "dynload.h"
 #include "env.h"
+#include "lock.h"
 #include "mem.h"
 #include "profilez.h"
 #include "push.h"
@@ -171,10 +175,20 @@ static bool label_key_ok(const char *s, size_t n) {
   return true;
 }
 
+static bool is_control(char c) {
+  return (unsigned char)c < 0x20 || c == 0x7f;
+}
+
+static bool has_control(const char *s) {
+  for (; s && *s; s++)
+    if (is_control(*s)) return true;
+  return false;
+}
+
 static bool label_value_ok(const char *s, size_t n) {
   if (n == 0) return false;
   for (size_t i = 0; i < n; i++)
-    if (strchr(",{}=\"", s[i]) || (unsigned char)s[i] < 0x20) return false;
+    if (strchr(",{}=\"", s[i]) || is_control(s[i])) return false;
   return true;
 }
 
@@ -196,10 +210,12 @@ static char *series_name(const char *app, const char *labels, char *err,
     const char *eq = memchr(p, '=', n);
     if (!eq || !label_key_ok(p, (size_t)(eq - p)) ||
         !label_value_ok(eq + 1, n - (size_t)(eq - p) - 1)) {
+      char q[4 * 40 + 32];
+      cprof__quote(q, sizeof q, p, n, 40);
       snprintf(err, errlen,
-               "bad label \"%.*s\": want key=value, key [A-Za-z_][A-Za-z0-9_.]*, "
-               "value without , { } = \"",
-               (int)(n > 60 ? 60 : n), p);
+               "bad label %s: want key=value, key [A-Za-z_][A-Za-z0-9_.]*, "
+               "value without , { } = \" or control characters",
+               q);
       cprof_buf_free(&b);
       return NULL;
     }
@@ -229,7 +245,7 @@ static bool app_name_ok(const char *s) {
  * newest data is the most useful) and counted. Takes data's buffer. */
 static void enqueue(cprof_push *p, const char *kind, cprof_buf *data,
                     int64_t from_s, int64_t until_s, int sample_rate) {
-  pthread_mutex_lock(&p->lock);
+  cprof__lock(&p->lock);
   if (p->qlen == p->qcap) {
     push_job *old = &p->queue[p->qhead];
     cprof_buf_free(&old->data);
@@ -246,18 +262,18 @@ static void enqueue(cprof_push *p, const char *kind, cprof_buf *data,
   p->qlen++;
   memset(data, 0, sizeof *data);
   pthread_cond_broadcast(&p->cond);
-  pthread_mutex_unlock(&p->lock);
+  cprof__unlock(&p->lock);
 }
 
 /* Waits until the wall clock reaches deadline_s; false when stopping. */
 static bool wait_until(cprof_push *p, int64_t deadline_s) {
   struct timespec ts = {(time_t)deadline_s, 0};
-  pthread_mutex_lock(&p->lock);
+  cprof__lock(&p->lock);
   while (!p->stopping) {
-    if (pthread_cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT) break;
+    if (cprof__cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT) break;
   }
   bool go_on = !p->stopping;
-  pthread_mutex_unlock(&p->lock);
+  cprof__unlock(&p->lock);
   return go_on;
 }
 
@@ -405,9 +421,9 @@ static long post(cprof_push *p, CURL *curl, const push_job *j) {
 }
 
 static bool stopping(cprof_push *p) {
-  pthread_mutex_lock(&p->lock);
+  cprof__lock(&p->lock);
   bool s = p->stopping;
-  pthread_mutex_unlock(&p->lock);
+  cprof__unlock(&p->lock);
   return s;
 }
 
@@ -416,16 +432,16 @@ static void *uploader_main(void *arg) {
   cprof__guard_enter();
   CURL *curl = libcurl.easy_init();
   for (;;) {
-    pthread_mutex_lock(&p->lock);
-    while (p->qlen == 0 && !p->stopping) pthread_cond_wait(&p->cond, &p->lock);
+    cprof__lock(&p->lock);
+    while (p->qlen == 0 && !p->stopping) cprof__cond_wait(&p->cond, &p->lock);
     if (p->qlen == 0) {
-      pthread_mutex_unlock(&p->lock);
+      cprof__unlock(&p->lock);
       break;
     }
     push_job job = p->queue[p->qhead];
     p->qhead = (p->qhead + 1) % p->qcap;
     p->qlen--;
-    pthread_mutex_unlock(&p->lock);
+    cprof__unlock(&p->lock);
 
     long status = 0;
     for (int attempt = 1; curl && attempt <= MAX_ATTEMPTS; attempt++) {
@@ -443,11 +459,11 @@ static void *uploader_main(void *arg) {
       struct timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       ts.tv_sec += 1 << (attempt - 1); /* 1, 2, 4 seconds */
-      pthread_mutex_lock(&p->lock);
+      cprof__lock(&p->lock);
       while (!p->stopping &&
-             pthread_cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT) {
+             cprof__cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT) {
       }
-      pthread_mutex_unlock(&p->lock);
+      cprof__unlock(&p->lock);
     }
     if (status >= 200 && status < 300) {
       atomic_fetch_add(&p->uploaded, 1);
@@ -528,6 +544,19 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
     snprintf(err, errlen, "url must start with http:// or https://");
     return CPROF_EINVAL;
   }
+  /* Each of these goes into the request line or a header as it is. */
+  const struct {
+    const char *name, *value;
+  } raw[] = {{"url", cfg->url},
+             {"bearer_token", cfg->bearer_token},
+             {"tenant_id", cfg->tenant_id},
+             {"basic_auth", cfg->basic_auth}};
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(raw); i++)
+    if (has_control(raw[i].value)) {
+      snprintf(err, errlen, "%s must not contain control characters",
+               raw[i].name);
+      return CPROF_EINVAL;
+    }
   if (cfg->interval_seconds < 0 || cfg->interval_seconds > 3600 ||
       cfg->timeout_seconds < 0 || cfg->timeout_seconds > 600 ||
       cfg->queue_length < 0 || cfg->queue_length > 1024 || cfg->cpu_hz < 0 ||
@@ -546,8 +575,9 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   char comm[32];
   const char *app = cfg->app_name ? cfg->app_name : program_name(comm, sizeof comm);
   if (!app_name_ok(app)) {
-    snprintf(err, errlen, "app name \"%.60s\" must be letters, digits, _ - .",
-             app);
+    char q[CPROF__QUOTED_SIZE];
+    snprintf(err, errlen, "app name %s must be letters, digits, _ - .",
+             cprof__quoted(q, sizeof q, app));
     return CPROF_EINVAL;
   }
   if (cfg->bearer_token && cfg->basic_auth) {
@@ -616,13 +646,13 @@ int cprof_push_start(const cprof_push_config *cfg, cprof_push **out) {
 
 int cprof_push_stop(cprof_push *p) {
   if (!p) return CPROF_EINVAL;
-  pthread_mutex_lock(&p->lock);
+  cprof__lock(&p->lock);
   p->stopping = true;
   atomic_store(&p->abort_uploads, true);
   pthread_cond_broadcast(&p->cond);
-  pthread_mutex_unlock(&p->lock);
-  if (p->collector_started) pthread_join(p->collector, NULL);
-  if (p->uploader_started) pthread_join(p->uploader, NULL);
+  cprof__unlock(&p->lock);
+  if (p->collector_started) cprof__join(p->collector, NULL);
+  if (p->uploader_started) cprof__join(p->uploader, NULL);
   push_free(p);
   return 0;
 }
@@ -660,6 +690,19 @@ void cprof__push_env_init(void) {
   cfg.tenant_id = cprof__env_str("CPROF_PUSH_TENANT");
   long long v;
   const char *off = "pushing disabled";
+  /* Named by variable here; cprof__push_start would name the field. */
+  const struct {
+    const char *name, *value;
+  } raw[] = {{"CPROF_PUSH_URL", cfg.url},
+             {"CPROF_PUSH_TOKEN", cfg.bearer_token},
+             {"CPROF_PUSH_TENANT", cfg.tenant_id},
+             {"CPROF_PUSH_BASIC_AUTH", cfg.basic_auth}};
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(raw); i++)
+    if (has_control(raw[i].value)) {
+      cprof__warn("CPROF_PUSH_*: %s must not contain control characters; %s",
+                  raw[i].name, off);
+      return;
+    }
   if (cprof__env_str("CPROF_PUSH_INTERVAL")) {
     if (!cprof__env_int("CPROF_PUSH_INTERVAL", 1, 3600, off, &v)) return;
     cfg.interval_seconds = (int)v;

@@ -133,7 +133,9 @@ void cprof__stack_init(void) {
     } else if (strcmp(v, "cfi") == 0) {
       cprof__stack_set_mode(CPROF__UNWIND_CFI);
     } else {
-      cprof__warn("CPROF_UNWIND=%.64s: not auto, fp or cfi; using auto", v);
+      char q[CPROF__QUOTED_SIZE];
+      cprof__warn("CPROF_UNWIND=%s: not auto, fp or cfi; using auto",
+                  cprof__quoted(q, sizeof q, v));
     }
   }
   if (cprof__stack_mode() != CPROF__UNWIND_FP) cprof__cfi_init();

@@ -19,6 +19,14 @@ for size in 4096 6144 8192; do
   expect_match "$TMP/alt$size.txt" '^altstack use: [0-9]+ bytes without the profile, [0-9]+ with it$' \
     "a $size-byte alternate stack under SIGPROF at 1000 Hz: nothing below it written"
 done
+# What cprof's handler itself took on the largest alternate stack, beyond the
+# kernel's frame: within its declared need (CPROF__HANDLER_STACK, 4 KiB).
+use=$(awk '/^handler use:/ {print $3}' "$TMP/alt8192.txt")
+if [ -n "$use" ]; then
+  [ "$use" -le 4096 ] || fail "the handler took $use bytes of stack (over 4096)"
+  checks=$((checks + 1))
+  echo "ok: the handler took $use bytes of stack beyond the kernel's frame"
+fi
 for round in 1 2 3; do
   "$prog" overflow 6000 >"$TMP/over.txt" 2>&1 ||
     { cat "$TMP/over.txt"; fail "overflow recovery round $round died"; }

@@ -85,6 +85,6 @@ checks=$((checks + 1))
 echo "ok: CPROF_UNWIND=fp walks frame pointers only (main in $fp_main%)"
 
 CPROF_UNWIND=sideways LD_PRELOAD="$rt" "$cprof" run -- /bin/true 2>"$TMP/bad.txt"
-expect_match "$TMP/bad.txt" '^cprof: CPROF_UNWIND=sideways: not auto, fp or cfi; using auto$' \
+expect_match "$TMP/bad.txt" '^cprof: CPROF_UNWIND="sideways": not auto, fp or cfi; using auto$' \
   "a bad CPROF_UNWIND gives one line"
 finish

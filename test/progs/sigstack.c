@@ -20,7 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <time.h>
+
+#ifndef AT_MINSIGSTKSZ
+#define AT_MINSIGSTKSZ 51
+#endif
 
 #include "cprof.h"
 
@@ -98,6 +103,12 @@ static int altstack(size_t bytes) {
     }
   printf("altstack use: %zu bytes without the profile, %zu with it\n", plain,
          profiled);
+  /* What SIGPROF adds beyond the kernel's own frame for it (whose minimum
+   * the kernel reports as AT_MINSIGSTKSZ): cprof's handler. */
+  long kernel = (long)getauxval(AT_MINSIGSTKSZ);
+  if (profiled > plain && kernel > 0)
+    printf("handler use: %ld bytes beyond the kernel's frame of %ld\n",
+           (long)(profiled - plain) - kernel, kernel);
   return err != 0;
 }
 

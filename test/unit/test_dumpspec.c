@@ -31,6 +31,10 @@ static void test_good(void) {
   CHECK_EQ_INT(s.items[1].debug, 2);
   CHECK(s.items[2].has_rate && s.items[2].rate == 0);
   CHECK_EQ_INT(cprof__dump_parse("allocs=rate=1", &s, err, sizeof err), 0);
+  /* heap and allocs may both give the rate they share. */
+  CHECK_EQ_INT(cprof__dump_parse("heap=rate=4096,allocs=rate=4096", &s, err,
+                                 sizeof err),
+               0);
   CHECK_EQ_INT(cprof__dump_parse("threadcreate", &s, err, sizeof err), 0);
 }
 
@@ -71,6 +75,16 @@ static void test_bad(void) {
       {"cpu=hz=0", "bad value (out of range [1, 10000]) for \"hz=0\" at column 8"},
       {"cpu,heap,allocs,threadcreate,goroutine,mutex,block,cpu",
        "duplicate profile \"cpu\" at column 52"},
+      {"heap=rate=4096,allocs=rate=8192",
+       "heap and allocs share one sampling rate; a different rate for "
+       "\"allocs\" at column 16"},
+      /* What the spec holds is quoted, escaped and cut. */
+      {"cpu,he\npa", "unknown profile \"he\\npa\" at column 5"},
+      {"heap=debug=\x1b[2J",
+       "bad value (not a number) for \"debug=\\x1b[2J\" at column 12"},
+      {"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+       "unknown profile \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"... (50 "
+       "bytes) at column 1"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     cprof__dump_spec s;
