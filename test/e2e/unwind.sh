@@ -79,6 +79,17 @@ else
     "C++: exception objects charged to throw_some"
 fi
 
+# No frame outside the loaded code: every location of both CPU profiles
+# lies in a mapping (cprof's own synthetic frames aside).
+for name in c cxx; do
+  pprof -raw "$TMP/$name"/cpu-*.pb.gz >"$TMP/$name.raw"
+  stray=$(sed -n '/^Locations/,/^Mappings/p' "$TMP/$name.raw" |
+    awk '/^ +[0-9]+: 0x/ && !/ M=[0-9]/ && !/\[cprof/' | wc -l)
+  [ "$stray" -eq 0 ] || { grep -v ' M=' "$TMP/$name.raw" | head; fail "$name: $stray locations outside any mapping"; }
+  checks=$((checks + 1))
+  echo "ok: $name: every location lies in a mapping"
+done
+
 # The knob, through cprof run's option (which sets CPROF_UNWIND).
 LD_PRELOAD="$rt" "$cprof" run --unwind fp --dump cpu --dump-out "$TMP/fp.log" -- \
   "$progs/nofp_callbacks" 1.5 >/dev/null
