@@ -3,8 +3,9 @@
  * Its hot code is a qsort comparator (reached through libc, which has no
  * frame pointers either), and its allocations go through strdup, so a
  * frame-pointer walk loses both the comparator's caller and strdup's.
- * Runs for about the CPU seconds given (default 1.5); prints the checksum
- * so that nothing is optimised away.
+ * Runs for about the CPU seconds given (default 1.5), or, given -n N, for
+ * exactly N rounds of work (for benchmarks); prints the checksum so that
+ * nothing is optimised away.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -61,13 +62,16 @@ static double cpu_seconds(void) {
 
 int main(int argc, char **argv) {
   double seconds = argc > 1 ? atof(argv[1]) : 1.5;
+  long fixed_rounds = -1;
+  if (argc > 2 && strcmp(argv[1], "-n") == 0) fixed_rounds = atol(argv[2]);
   enum { N = 4000 };
   record *v = calloc(N, sizeof *v);
   if (!v) return 1;
   uint64_t x = 88172645463325252ull, sum = 0;
   unsigned round = 0;
   double t0 = cpu_seconds();
-  while (cpu_seconds() - t0 < seconds) {
+  while (fixed_rounds >= 0 ? (long)round < fixed_rounds
+                           : cpu_seconds() - t0 < seconds) {
     for (size_t i = 0; i < N; i++)
       for (int k = 0; k < 8; k++) {
         x ^= x << 13;
