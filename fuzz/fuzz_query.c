@@ -1,8 +1,8 @@
 /*
  * libFuzzer target for the HTTP endpoint's input parsers (query.h): the
- * input as a query string, a URL path, an integer parameter and a /symbol
- * address list, each from a heap copy of exactly its size so ASan sees any
- * read past the end. It checks the parsers' promises: decoded keys and
+ * input as a query string, a URL path, an integer parameter, a /symbol
+ * address list and a Host header, each from a heap copy of exactly its
+ * size so ASan sees any read past the end. It checks the parsers' promises: decoded keys and
  * values lie inside the query's storage and are NUL-terminated, no pair is
  * longer than the input, and Atoi round-trips what it accepts.
  */
@@ -68,6 +68,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (calls != n || calls > size + 1) abort();
   uint64_t addr;
   (void)cprof__parse_address(text, size, &addr);
+  /* A Host that passes names loopback, so it holds no NUL. */
+  if (cprof__host_is_loopback(text, size, "localhost") &&
+      memchr(text, 0, size))
+    abort();
+  (void)cprof__host_is_loopback(text, size, NULL);
   free(text);
   return 0;
 }

@@ -180,10 +180,11 @@ CPROF_EXPORT long cprof_heap_set_rate(long rate);
  * details.
  *
  * Safer than Go's by default: it listens on loopback unless allow_remote is
- * set, a unix socket is created mode 0600, an optional bearer token is
- * required on every request, CPU and delta profiles are capped in length
- * and one CPU profile runs at a time, and connections, request sizes and
- * idle time are bounded.
+ * set (and there answers only a Host naming loopback, against DNS
+ * rebinding), a unix socket is created mode 0600, an optional bearer token
+ * is required on every request (checked before any body is read), CPU and
+ * delta profiles are capped in length and one CPU profile runs at a time,
+ * and connections, request sizes, request time and idle time are bounded.
  *
  * Zero-initialise the config; zero fields take their defaults and fields
  * may be added at the end in later versions.
@@ -204,7 +205,7 @@ typedef struct cprof_http_config {
   int enable_block_profile;
   /* When set, every request needs "Authorization: Bearer <token>"
    * (compared in constant time); others get 401. Printable ASCII, no
-   * spaces. Never logged. */
+   * spaces, not empty (CPROF_EINVAL). Never logged. */
   const char *token;
   /* Nonzero allows a non-loopback address; without it cprof_http_start
    * refuses one with CPROF_ENOTLOOPBACK. */
@@ -217,10 +218,14 @@ typedef struct cprof_http_config {
    * threads, concurrently. */
   void (*logger)(void *ctx, const char *line);
   void *logger_ctx;
-  /* Concurrent connections (0 = 32) and idle seconds before a connection
-   * is closed (0 = 30). */
+  /* Concurrent connections (0 = 32; more wait in the listen backlog) and
+   * idle seconds before a connection is closed (0 = 30). */
   unsigned max_connections;
   unsigned idle_timeout_seconds;
+  /* Seconds a connection has to send a whole request (0 = 10): from its
+   * accept, or from its previous answer plus the idle time. A connection
+   * that takes longer is closed, however steadily it trickles bytes. */
+  unsigned header_timeout_seconds;
 } cprof_http_config;
 
 /* Binds the address and starts serving. The failure to bind (a port in
@@ -231,8 +236,9 @@ CPROF_EXPORT int cprof_http_start(const cprof_http_config *cfg,
                                   cprof_http **out);
 
 /* Stops the server: running profiles are abandoned (within 0.1 s), the
- * listening socket is closed and a unix socket file removed. NULL is
- * CPROF_EINVAL. Not to be called concurrently for the same server. */
+ * listening socket is closed and a unix socket file removed (also done at
+ * process exit for a server still running). NULL is CPROF_EINVAL. Not to
+ * be called concurrently for the same server. */
 CPROF_EXPORT int cprof_http_stop(cprof_http *srv);
 
 /* The TCP port the server listens on (the one chosen for port 0), 0 for a

@@ -1,10 +1,10 @@
 /*
  * The HTTP endpoint, split in two: http_handler.c turns one request (method,
- * raw URI, Authorization header, body) into one response (status, headers,
- * body) with Go's net/http/pprof semantics and no knowledge of sockets;
- * http.c owns the libmicrohttpd server, the listening socket, the limits
- * and the CPROF_HTTP environment variable. The split lets the unit tests
- * drive every route without a network.
+ * raw URI, Authorization and Host headers, body) into one response (status,
+ * headers, body) with Go's net/http/pprof semantics and no knowledge of
+ * sockets; http.c owns the libmicrohttpd server, the listening socket and
+ * the accept thread, the limits and the CPROF_HTTP environment variable.
+ * The split lets the unit tests drive every route without a network.
  *
  * Normal context only: handlers allocate, symbolize and sleep.
  */
@@ -18,9 +18,14 @@
 #include "internal.h"
 #include "registry.h"
 
-/* The longest request target (path and query) and POST body accepted. */
+/* The longest request target (path and query) accepted; the longest
+ * POST body (only /symbol reads one) and the most addresses one /symbol
+ * request may ask for; the request bodies one server buffers at once, over
+ * all its connections. */
 #define CPROF__HTTP_MAX_URI 4096
-#define CPROF__HTTP_MAX_BODY (4u << 20)
+#define CPROF__HTTP_MAX_BODY (64u << 10)
+#define CPROF__HTTP_MAX_SYMBOLS 4096
+#define CPROF__HTTP_MAX_BODIES (1u << 20)
 #define CPROF__HTTP_DEFAULT_MAX_SECONDS 300
 
 /* What enable_mutex_profile and enable_block_profile switch on: 1 in 10
@@ -32,13 +37,22 @@
 typedef struct cprof__http_opts {
   const char *token; /* NULL: no authentication */
   int max_seconds;   /* cap on ?seconds=N for /profile and deltas */
+  /* Listening on loopback: a Host header must name loopback (see
+   * cprof__host_is_loopback), or listen_host itself. */
+  bool check_host;
+  const char *listen_host;
 } cprof__http_opts;
 
 typedef struct cprof__http_req {
   const char *method;
   const char *uri;           /* raw request target: path[?query] */
   bool uri_too_long;         /* uri was cut at CPROF__HTTP_MAX_URI */
-  const char *authorization; /* the header's value, or NULL */
+  /* The Authorization and Host headers' values with their lengths (a
+   * value may hold a NUL), or NULL when the request has none. */
+  const char *authorization;
+  size_t authorization_len;
+  const char *host;
+  size_t host_len;
   const char *body;          /* POST body (not NUL-terminated) */
   size_t body_len;
   bool body_too_large; /* the body exceeded CPROF__HTTP_MAX_BODY */
@@ -66,10 +80,30 @@ CPROF__HIDDEN void cprof__http_handle(const cprof__http_opts *o,
                                       const cprof__http_req *req,
                                       cprof__http_resp *resp);
 
-/* Constant-time check of an Authorization header value against
- * "Bearer <token>". */
+/* The checks that come before any of the body is read: method, Host,
+ * request target length and bearer token, in cprof__http_handle's order.
+ * False when the request is refused, with the answer in resp (overwritten;
+ * free its body); true leaves resp empty. body and body_len are not read. */
+CPROF__HIDDEN bool cprof__http_admit(const cprof__http_opts *o,
+                                     const cprof__http_req *req,
+                                     cprof__http_resp *resp);
+
+/* Makes resp Go's serveError answer: status, text/plain, X-Go-Pprof: 1,
+ * the formatted message and a newline. resp must be zeroed or hold a
+ * body. */
+CPROF__HIDDEN void cprof__http_fail(cprof__http_resp *resp, int status,
+                                    const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* True when the request's route reads a body (POST /debug/pprof/symbol);
+ * any other request is answered without its body being read. */
+CPROF__HIDDEN bool cprof__http_wants_body(const cprof__http_req *req);
+
+/* Constant-time check of an Authorization header value (len bytes, which
+ * may include NULs) against "Bearer <token>". */
 CPROF__HIDDEN bool cprof__http_token_ok(const char *token,
-                                        const char *authorization);
+                                        const char *authorization,
+                                        size_t len);
 
 /* A test seam: how the handler finds a named profile (default
  * cprof__profile_find). Set it before starting a server, never while one

@@ -1,10 +1,11 @@
 /*
  * The /debug/pprof/ routes (see http.h): one request in, one response out,
  * with Go's net/http/pprof behaviour for every route, parameter, header,
- * status code and error text, plus cprof's additions (bearer token, a cap
- * on profile seconds, hz). It owns the rule "one CPU profile at a time from
- * the endpoint". It knows nothing of sockets or libmicrohttpd, and must
- * never hold a lock while it waits for a profile's duration.
+ * status code and error text, plus cprof's additions (bearer token, the
+ * Host check against DNS rebinding, a cap on profile seconds, hz, bounds on
+ * /symbol). It owns the rule "one CPU profile at a time from the
+ * endpoint". It knows nothing of sockets or libmicrohttpd, and must never
+ * hold a lock while it waits for a profile's duration.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -45,16 +46,28 @@ static void set_body(cprof__http_resp *r, const char *fmt, va_list ap) {
 
 /* Go's serveError: text/plain, X-Go-Pprof: 1, no Content-Disposition, the
  * message and a newline. */
-__attribute__((format(printf, 3, 4))) static void fail(cprof__http_resp *r,
-                                                       int status,
-                                                       const char *fmt, ...) {
+static void vfail(cprof__http_resp *r, int status, const char *fmt,
+                  va_list ap) {
   r->status = status;
   r->content_type = TEXT;
   r->disposition[0] = 0;
   r->go_pprof_error = true;
+  set_body(r, fmt, ap);
+}
+
+__attribute__((format(printf, 3, 4))) static void fail(cprof__http_resp *r,
+                                                       int status,
+                                                       const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  set_body(r, fmt, ap);
+  vfail(r, status, fmt, ap);
+  va_end(ap);
+}
+
+void cprof__http_fail(cprof__http_resp *r, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(r, status, fmt, ap);
   va_end(ap);
 }
 
@@ -78,15 +91,18 @@ static void ok(cprof__http_resp *r, const char *type, const char *filename,
     r->disposition[0] = 0; /* profile names are short; never reached */
 }
 
-bool cprof__http_token_ok(const char *token, const char *authorization) {
+bool cprof__http_token_ok(const char *token, const char *authorization,
+                          size_t len) {
   if (!token) return true;
-  if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+  if (!authorization || len < 7 || strncasecmp(authorization, "Bearer ", 7))
     return false;
   const char *got = authorization + 7;
-  while (*got == ' ') got++;
-  size_t glen = strlen(got), wlen = strlen(token);
-  /* Every byte of the token is compared whatever the input, so the time
-   * taken says nothing about how much of it matched. */
+  size_t glen = len - 7;
+  while (glen && *got == ' ') got++, glen--;
+  size_t wlen = strlen(token);
+  /* Every byte of the token is compared whatever the input, and the whole
+   * value counts (a NUL inside it included), so the time taken says
+   * nothing about how much of it matched. */
   volatile unsigned char diff = glen != wlen;
   for (size_t i = 0; i < wlen; i++)
     diff |= (unsigned char)token[i] ^ (unsigned char)(i < glen ? got[i] : 0);
@@ -275,6 +291,17 @@ static void serve_symbol(const cprof__http_req *req, const char *query,
   bool post = strcmp(req->method, "POST") == 0;
   const char *in = post ? req->body : query;
   size_t len = post ? req->body_len : strlen(query);
+  /* Every address may cost a cold lookup under the symbolizer's lock,
+   * which every profile needs too: a request asks for a bounded number. */
+  size_t words = len ? 1 : 0;
+  for (const char *p = in; len && (p = memchr(p, '+', len - (size_t)(p - in)));
+       p++)
+    words++;
+  if (words > CPROF__HTTP_MAX_SYMBOLS) {
+    fail(r, 413, "too many addresses (limit %d per request)",
+         CPROF__HTTP_MAX_SYMBOLS);
+    return;
+  }
   symbol_ctx c = {&r->body, cprof__buf_printf(&r->body, "num_symbols: 1\n")};
   if (!c.err && len) {
     cprof__sym_lock();
@@ -408,26 +435,52 @@ static bool method_allowed(const char *m) {
          strcmp(m, "POST") == 0;
 }
 
-void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
-                        cprof__http_resp *r) {
+bool cprof__http_admit(const cprof__http_opts *o, const cprof__http_req *req,
+                       cprof__http_resp *r) {
   memset(r, 0, sizeof *r);
   if (!method_allowed(req->method)) {
     r->allow = true;
     fail(r, 405, "Method Not Allowed");
-    return;
+    return false;
+  }
+  /* A page on another site can reach a loopback server through a name it
+   * controls that resolves to 127.0.0.1 (DNS rebinding); the browser
+   * still sends that name as Host. */
+  if (o->check_host && req->host &&
+      !cprof__host_is_loopback(req->host, req->host_len, o->listen_host)) {
+    fail(r, 403,
+         "Forbidden: the Host header must name a loopback address (localhost, "
+         "127.0.0.1, [::1])");
+    return false;
   }
   if (req->uri_too_long || strlen(req->uri) > CPROF__HTTP_MAX_URI) {
     fail(r, 414, "request URI too long (limit %d bytes)", CPROF__HTTP_MAX_URI);
-    return;
+    return false;
   }
-  if (!cprof__http_token_ok(o->token, req->authorization)) {
+  if (!cprof__http_token_ok(o->token, req->authorization,
+                            req->authorization_len)) {
     r->www_authenticate = true;
     fail(r, 401, "%s",
          req->authorization
              ? "Unauthorized: invalid bearer token"
              : "Unauthorized: send \"Authorization: Bearer <token>\"");
-    return;
+    return false;
   }
+  return true;
+}
+
+bool cprof__http_wants_body(const cprof__http_req *req) {
+  if (strcmp(req->method, "POST") != 0) return false;
+  size_t plen = strcspn(req->uri, "?");
+  char path[CPROF__HTTP_MAX_URI + 1], why[128];
+  return cprof__path_decode(req->uri, plen, path, sizeof path, why,
+                            sizeof why) == 0 &&
+         strcmp(path, PREFIX "symbol") == 0;
+}
+
+void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
+                        cprof__http_resp *r) {
+  if (!cprof__http_admit(o, req, r)) return;
   if (req->body_too_large) {
     fail(r, 413, "request body too large (limit %u bytes)",
          CPROF__HTTP_MAX_BODY);

@@ -7,8 +7,10 @@
  */
 #include "query.h"
 
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 static int hexval(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -166,4 +168,55 @@ size_t cprof__symbol_addresses(const char *s, size_t len,
     i = end + 1;
   }
   return calls;
+}
+
+bool cprof__host_is_loopback(const char *s, size_t len,
+                             const char *listen_host) {
+  /* Split host and port: "[v6]:port" or "name:port"; a bare IPv6 address
+   * (more than one ':') is not a valid Host. */
+  const char *host = s, *port = NULL;
+  size_t hlen = len;
+  bool bracketed = len > 0 && s[0] == '[';
+  if (bracketed) {
+    const char *close = memchr(s, ']', len);
+    if (!close) return false;
+    host = s + 1;
+    hlen = (size_t)(close - host);
+    size_t rest = len - (size_t)(close + 1 - s);
+    if (rest > 0) {
+      if (close[1] != ':') return false;
+      port = close + 2;
+    }
+  } else {
+    const char *colon = memchr(s, ':', len);
+    if (colon) {
+      if (memchr(colon + 1, ':', len - (size_t)(colon + 1 - s))) return false;
+      hlen = (size_t)(colon - s);
+      port = colon + 1;
+    }
+  }
+  if (port) {
+    size_t plen = len - (size_t)(port - s);
+    if (plen == 0 || plen > 5) return false;
+    for (size_t i = 0; i < plen; i++)
+      if (port[i] < '0' || port[i] > '9') return false;
+  }
+  if (hlen == 0) return false;
+  if (listen_host && strlen(listen_host) == hlen &&
+      strncasecmp(listen_host, host, hlen) == 0)
+    return true;
+  char name[64];
+  if (hlen >= sizeof name || memchr(host, 0, hlen)) return false;
+  memcpy(name, host, hlen);
+  name[hlen] = 0;
+  if (bracketed) {
+    struct in6_addr a6;
+    if (inet_pton(AF_INET6, name, &a6) != 1) return false;
+    return IN6_IS_ADDR_LOOPBACK(&a6) ||
+           (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+  }
+  if (strcasecmp(name, "localhost") == 0) return true;
+  struct in_addr a4;
+  return inet_pton(AF_INET, name, &a4) == 1 &&
+         (ntohl(a4.s_addr) >> 24) == 127;
 }

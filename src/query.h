@@ -1,8 +1,8 @@
 /*
  * Parsers for what an HTTP client sends the endpoint: the query string
  * (percent-decoding, '+' as space, Go's "first value wins"), integer
- * parameters the way Go's strconv reads them, and the '+'-separated address
- * list of /debug/pprof/symbol. Pure functions over caller memory: no
+ * parameters the way Go's strconv reads them, the '+'-separated address
+ * list of /debug/pprof/symbol, and the Host header. Pure functions over caller memory: no
  * allocation, no globals, no I/O, so the fuzzer can drive them directly.
  */
 #ifndef CPROF_QUERY_H
@@ -69,5 +69,15 @@ CPROF__HIDDEN size_t cprof__symbol_addresses(const char *s, size_t len,
                                              void (*fn)(uint64_t addr,
                                                         void *ctx),
                                              void *ctx);
+
+/* True when the Host header's value (len bytes at s, no NUL needed) names
+ * the loopback interface: "localhost", an IPv4 address in 127.0.0.0/8, or
+ * an IPv6 loopback address in brackets ("[::1]", "[::ffff:127.0.0.1]"),
+ * each with an optional ":port"; or when its host part equals listen_host
+ * (the configured listen host, compared without case; NULL for none).
+ * Anything else, a name that merely starts like one of these included, is
+ * false. */
+CPROF__HIDDEN bool cprof__host_is_loopback(const char *s, size_t len,
+                                           const char *listen_host);
 
 #endif

@@ -3,9 +3,10 @@
  * executable file-backed mappings, an elfutils Dwfl session over the live
  * process, a per-address result cache and an arena holding every string and
  * result it hands out; all of it is replaced together when the mappings
- * change. It may call libdw, libc's file I/O and cprof's allocator; every
- * libdw call runs inside cprof__guard_enter()/cprof__guard_exit() because
- * libdw allocates with plain malloc. It must never be called from a signal
+ * change, or at a refresh when the cache has grown past CACHE_MAX. It may
+ * call libdw, libc's file I/O and cprof's allocator; every libdw call runs
+ * inside cprof__guard_enter()/cprof__guard_exit() because libdw allocates
+ * with plain malloc. It must never be called from a signal
  * handler, never abort on a failure (it reports an error or an unknown
  * frame instead) and never fetch debug info over the network.
  *
@@ -36,6 +37,9 @@
 #include "lock.h"
 
 #define ARENA_CHUNK (64 * 1024)
+/* The most addresses the cache keeps between batches (about 700 bytes
+ * each): a refresh that finds more starts over, as after a dlopen. */
+#define CACHE_MAX 32768
 #define MAX_FRAMES ((int)CPROF__ARRAY_LEN(((cprof__sym_result *)0)->frames))
 
 /* libdw and libelf, loaded when the first session opens (dynload.h). The
@@ -413,7 +417,8 @@ int cprof__sym_refresh(void) {
   cprof_buf sig = {0};
   int err = current_signature(&sig, &text, &len);
   if (err) return err;
-  if (S.ready && same_signature(&sig, &S.signature)) goto out;
+  if (S.ready && S.cache.len <= CACHE_MAX && same_signature(&sig, &S.signature))
+    goto out;
 
   drop_state();
   cprof_buf_free(&S.signature);

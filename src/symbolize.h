@@ -3,7 +3,8 @@
  * (from /proc/self/maps, with GNU build IDs) and an elfutils Dwfl session
  * that turns addresses into function, file, line and inlined frames. Results
  * are cached per address; the whole state is rebuilt when the mappings
- * change (dlopen/dlclose), so a reloaded library never shows stale names.
+ * change (dlopen/dlclose), so a reloaded library never shows stale names,
+ * and when the cache has outgrown its bound (32,768 addresses).
  *
  * There is one symbolizer per process, used under cprof__sym_lock(). Not
  * signal-safe: it reads files and allocates.
@@ -44,8 +45,8 @@ CPROF__HIDDEN void cprof__sym_lock(void);
 CPROF__HIDDEN void cprof__sym_unlock(void);
 
 /* Rereads /proc/self/maps; rebuilds the session and drops caches when the
- * executable mappings changed. Call with the lock held before a batch of
- * lookups. Returns 0 or a negative cprof_err. */
+ * executable mappings changed or the cache outgrew its bound. Call with the
+ * lock held before a batch of lookups. Returns 0 or a negative cprof_err. */
 CPROF__HIDDEN int cprof__sym_refresh(void);
 
 /* The current executable mappings; the main executable is index 0. */

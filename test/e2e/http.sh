@@ -9,15 +9,6 @@
 source "$(dirname "$0")/lib.bash"
 prog=$CPROF_BUILD/test/progs/http_server
 
-
-# stop_server PID NAME: SIGTERM, the program stops the server and exits 0.
-stop_server() {
-  kill -TERM "$1"
-  wait "$1" || { cat "$TMP/$2.log"; fail "$2 did not stop cleanly"; }
-  checks=$((checks + 1))
-  echo "ok: $2 stopped cleanly"
-}
-
 # get URL [CURL ARGS...]: prints "STATUS" and leaves the body in $TMP/body
 # and the headers in $TMP/headers.
 get() {

@@ -73,6 +73,18 @@ start_server() {
   [ -n "$PORT" ] || { cat "$TMP/$name.log"; fail "$name did not start"; }
 }
 
+# rss_kb PID: the process's resident set (VmRSS) in KiB.
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# stop_server PID NAME: SIGTERM, the program stops the server and exits 0
+# (under ASan, also without a leak report).
+stop_server() {
+  kill -TERM "$1"
+  wait "$1" || { cat "$TMP/$2.log"; fail "$2 did not stop cleanly"; }
+  checks=$((checks + 1))
+  echo "ok: $2 stopped cleanly"
+}
+
 # True when PROG was built with ThreadSanitizer. TSan's pthread_create
 # interceptor must run before any instrumented code on a new thread; with
 # cprof preloaded after libtsan, cprof's thread trampoline would run first,

@@ -7,7 +7,10 @@
  * show) that also allocates and frees.
  *
  *   http_server [--addr A] [--token T] [--max-seconds N] [--remote]
- *               [--idle SECONDS] [--test-profiles] [--log]
+ *               [--idle SECONDS] [--header-timeout SECONDS]
+ *               [--max-connections N] [--no-stop] [--test-profiles] [--log]
+ *     --no-stop leaves the server running and returns from main at
+ *     SIGTERM, for what process exit does to it.
  *     --test-profiles adds two profiles through the handler's lookup seam:
  *     "nodelta" (threadcreate's records, but no ?seconds= support) and
  *     "nofuncs" (a pprof profile whose main-binary mapping has no
@@ -203,6 +206,7 @@ static int inuse(void) {
 
 int main(int argc, char **argv) {
   cprof_http_config cfg = {.addr = "127.0.0.1:0"};
+  bool no_stop = false;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -212,6 +216,9 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--token") == 0 && v) cfg.token = v, i++;
     else if (strcmp(a, "--max-seconds") == 0 && v) cfg.max_cpu_seconds = atoi(v), i++;
     else if (strcmp(a, "--idle") == 0 && v) cfg.idle_timeout_seconds = (unsigned)atoi(v), i++;
+    else if (strcmp(a, "--header-timeout") == 0 && v) cfg.header_timeout_seconds = (unsigned)atoi(v), i++;
+    else if (strcmp(a, "--max-connections") == 0 && v) cfg.max_connections = (unsigned)atoi(v), i++;
+    else if (strcmp(a, "--no-stop") == 0) no_stop = true;
     else if (strcmp(a, "--remote") == 0) cfg.allow_remote = 1;
     else if (strcmp(a, "--log") == 0) cfg.logger = log_stderr;
     else if (strcmp(a, "--test-profiles") == 0) {
@@ -245,6 +252,10 @@ int main(int argc, char **argv) {
   atomic_store(&stop_work, true);
   pthread_join(burn, NULL);
   pthread_join(spawn, NULL);
+  if (no_stop) {
+    fprintf(stderr, "exiting with the server running\n");
+    return 0;
+  }
   err = cprof_http_stop(srv);
   fprintf(stderr, "stopped: %s\n", cprof_strerror(err));
   return err ? 1 : 0;

@@ -4,6 +4,7 @@
  * real two-thread contention recorded in both profiles.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "contention.h"
@@ -48,9 +49,11 @@ static void test_api(void) {
 }
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int holding;
 
 static void *holder(void *arg) {
   pthread_mutex_lock(&mu);
+  atomic_store(&holding, 1);
   struct timespec ts = {0, 20 * 1000 * 1000};
   nanosleep(&ts, NULL);
   pthread_mutex_unlock(&mu);
@@ -74,9 +77,10 @@ static void test_contended(void) {
   pthread_t t;
   pthread_create(&t, NULL, holder, NULL);
   pthread_mutex_unlock(&mu);
-  struct timespec ts = {0, 5 * 1000 * 1000};
-  nanosleep(&ts, NULL);
-  pthread_mutex_lock(&mu); /* waits ~15 ms for the holder */
+  /* Waits until the holder has the lock, however late it is scheduled. */
+  struct timespec ts = {0, 1000 * 1000};
+  while (!atomic_load(&holding)) nanosleep(&ts, NULL);
+  pthread_mutex_lock(&mu); /* waits up to 20 ms for the holder */
   pthread_mutex_unlock(&mu);
   pthread_join(t, NULL);
   cprof_set_mutex_profile_fraction(0);

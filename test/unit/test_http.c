@@ -2,11 +2,14 @@
  * The HTTP endpoint without a network: the request handler driven
  * directly (every route's status, headers and Go's error texts, with the
  * profile lookup seam supplying a profile without delta support), the
- * constant-time token check, and the server's start/stop contract on
- * 127.0.0.1 (NULL config, port in use, non-loopback refusal, port 0).
+ * constant-time token check over the header's whole value, the Host check
+ * against DNS rebinding, the /symbol limits, and the server's start/stop
+ * contract on 127.0.0.1 (NULL config, empty token, port in use,
+ * non-loopback refusal, port 0).
  */
 #include "cprof.h"
 #include "http.h"
+#include "query.h"
 #include "testutil.h"
 
 static const cprof__profile_def *threadcreate;
@@ -43,9 +46,11 @@ typedef struct expect {
 
 static void run_table(const cprof__http_opts *o, const expect *t, size_t n) {
   for (size_t i = 0; i < n; i++) {
-    cprof__http_req req = {.method = t[i].method,
-                           .uri = t[i].uri,
-                           .authorization = t[i].auth};
+    cprof__http_req req = {
+        .method = t[i].method,
+        .uri = t[i].uri,
+        .authorization = t[i].auth,
+        .authorization_len = t[i].auth ? strlen(t[i].auth) : 0};
     cprof__http_resp r;
     cprof__http_handle(o, &req, &r);
     if (r.status != t[i].status)
@@ -150,9 +155,72 @@ static void test_token(void) {
   cprof__http_handle(&o, &req, &r);
   CHECK(r.www_authenticate);
   cprof_buf_free(&r.body);
-  CHECK(cprof__http_token_ok(NULL, NULL));
-  CHECK(!cprof__http_token_ok("t", NULL));
-  CHECK(!cprof__http_token_ok("t", "Bearer "));
+  CHECK(cprof__http_token_ok(NULL, NULL, 0));
+  CHECK(!cprof__http_token_ok("t", NULL, 0));
+  CHECK(!cprof__http_token_ok("t", "Bearer ", 7));
+  /* The whole value counts: a NUL does not end it. */
+  static const char nul[] = "Bearer s3cret\0junk";
+  CHECK(cprof__http_token_ok("s3cret", nul, 13));
+  CHECK(!cprof__http_token_ok("s3cret", nul, sizeof nul - 1));
+  CHECK(!cprof__http_token_ok("s3cret", "Bearer s3cret\0", 14));
+  req = (cprof__http_req){.method = "GET",
+                          .uri = "/debug/pprof/",
+                          .authorization = nul,
+                          .authorization_len = sizeof nul - 1};
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 401);
+  cprof_buf_free(&r.body);
+}
+
+/* Listening on loopback, Host must name loopback (DNS rebinding). */
+static void test_host(void) {
+  static const char *const good[] = {
+      "localhost", "LocalHost:6060", "127.0.0.1", "127.0.0.1:80",
+      "127.9.8.7:65535", "[::1]", "[::1]:6060", "[::ffff:127.0.0.1]:1",
+      "myhost:99"};
+  static const char *const bad[] = {
+      "evil.example", "evil.example:6060", "127.0.0.1.evil.example",
+      "localhost.evil.example", "localhostx", "10.0.0.1", "[::2]:80",
+      "::1", "127.0.0.1:", "127.0.0.1:123456", "127.0.0.1:8a", "[::1",
+      "[::1]x", "", "0x7f.1", "127.1", "evil.example:127.0.0.1"};
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(good); i++) {
+    if (!cprof__host_is_loopback(good[i], strlen(good[i]), "myhost"))
+      fprintf(stderr, "refused %s\n", good[i]);
+    CHECK(cprof__host_is_loopback(good[i], strlen(good[i]), "myhost"));
+  }
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(bad); i++) {
+    if (cprof__host_is_loopback(bad[i], strlen(bad[i]), "myhost"))
+      fprintf(stderr, "accepted %s\n", bad[i]);
+    CHECK(!cprof__host_is_loopback(bad[i], strlen(bad[i]), "myhost"));
+  }
+  CHECK(!cprof__host_is_loopback("localhost\0.evil", 16, NULL));
+
+  cprof__http_opts o = {.max_seconds = 60, .check_host = true};
+  cprof__http_req req = {.method = "GET",
+                         .uri = "/debug/pprof/cmdline",
+                         .host = "evil.example",
+                         .host_len = 12};
+  cprof__http_resp r;
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 403);
+  CHECK(r.go_pprof_error);
+  cprof_buf_free(&r.body);
+  req.host = "localhost:6060";
+  req.host_len = 14;
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 200);
+  cprof_buf_free(&r.body);
+  req.host = NULL; /* HTTP/1.0 without Host */
+  req.host_len = 0;
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 200);
+  cprof_buf_free(&r.body);
+  o.check_host = false; /* a unix socket, or a non-loopback address */
+  req.host = "evil.example";
+  req.host_len = 12;
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 200);
+  cprof_buf_free(&r.body);
 }
 
 static void test_limits(void) {
@@ -170,7 +238,41 @@ static void test_limits(void) {
                           .body_too_large = true};
   cprof__http_handle(&o, &req, &r);
   CHECK_EQ_INT(r.status, 413);
+  CHECK(r.body.len > 0 &&
+        strncmp((char *)r.body.data,
+                "request body too large (limit 65536 bytes)\n",
+                r.body.len) == 0);
   cprof_buf_free(&r.body);
+
+  /* /symbol answers at most CPROF__HTTP_MAX_SYMBOLS addresses. */
+  static char body[CPROF__HTTP_MAX_BODY];
+  size_t n = 0;
+  for (int i = 0; i < CPROF__HTTP_MAX_SYMBOLS + 1; i++)
+    n += (size_t)snprintf(body + n, sizeof body - n, "%s0x%x", i ? "+" : "",
+                          0x1000 + i);
+  req = (cprof__http_req){.method = "POST",
+                          .uri = "/debug/pprof/symbol",
+                          .body = body,
+                          .body_len = n};
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 413);
+  CHECK(r.body.len > 0 &&
+        strncmp((char *)r.body.data,
+                "too many addresses (limit 4096 per request)\n",
+                r.body.len) == 0);
+  cprof_buf_free(&r.body);
+  req.body_len = (size_t)(strrchr(body, '+') - body); /* exactly 4096 */
+  cprof__http_handle(&o, &req, &r);
+  CHECK_EQ_INT(r.status, 200);
+  cprof_buf_free(&r.body);
+
+  /* Only POST /debug/pprof/symbol keeps a body. */
+  req = (cprof__http_req){.method = "POST", .uri = "/debug/pprof/%73ymbol?x"};
+  CHECK(cprof__http_wants_body(&req));
+  req.method = "GET";
+  CHECK(!cprof__http_wants_body(&req));
+  req = (cprof__http_req){.method = "POST", .uri = "/debug/pprof/heap"};
+  CHECK(!cprof__http_wants_body(&req));
 }
 
 /* A client that leaves makes a delta or CPU profile end at once, without
@@ -223,6 +325,8 @@ static void test_server(void) {
   bad.addr = "127.0.0.1:0";
   bad.token = "has space";
   CHECK_EQ_INT(cprof_http_start(&bad, &srv), CPROF_EINVAL);
+  bad.token = ""; /* never "no authentication" */
+  CHECK_EQ_INT(cprof_http_start(&bad, &srv), CPROF_EINVAL);
   CHECK(srv == NULL);
 
   cprof_http_config cfg = {.addr = "127.0.0.1:0"};
@@ -244,6 +348,7 @@ int main(void) {
   cprof__http_find = find;
   RUN(test_routes);
   RUN(test_token);
+  RUN(test_host);
   RUN(test_limits);
   RUN(test_client_gone);
   RUN(test_delta);
