@@ -12,7 +12,7 @@ build=${1:-build}
 rounds=${2:-7}
 lib=$(readlink -f "$build/libcprof.so")
 prog=$build/test/progs/nofp_callbacks
-work=("$prog" -n 60)
+work=("$prog" -n 240)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 profiler=/usr/lib/$(gcc -print-multiarch)/libprofiler.so.0
