@@ -186,30 +186,29 @@ static inline uint8_t rd_u8(cursor *c) {
   return cur_need(c, 1) ? *c->p++ : 0;
 }
 
+/* Reads n bytes into out (zeroed when they are not all there). */
+static inline void rd_raw(cursor *c, void *out, size_t n) {
+  if (cur_need(c, n)) {
+    memcpy(out, c->p, n);
+    c->p += n;
+  }
+}
+
 static inline uint16_t rd_u16(cursor *c) {
   uint16_t v = 0;
-  if (cur_need(c, 2)) {
-    memcpy(&v, c->p, 2);
-    c->p += 2;
-  }
+  rd_raw(c, &v, sizeof v);
   return v;
 }
 
 static inline uint32_t rd_u32(cursor *c) {
   uint32_t v = 0;
-  if (cur_need(c, 4)) {
-    memcpy(&v, c->p, 4);
-    c->p += 4;
-  }
+  rd_raw(c, &v, sizeof v);
   return v;
 }
 
 static inline uint64_t rd_u64(cursor *c) {
   uint64_t v = 0;
-  if (cur_need(c, 8)) {
-    memcpy(&v, c->p, 8);
-    c->p += 8;
-  }
+  rd_raw(c, &v, sizeof v);
   return v;
 }
 
