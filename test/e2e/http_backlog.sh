@@ -11,6 +11,9 @@ BL=$PID
 
 python3 - "$PORT" >"$TMP/backlog.txt" <<'PY'
 import socket, sys, time
+import os
+sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+from rawhttp import read_all
 port = int(sys.argv[1])
 def send(path):
     s = socket.create_connection(("127.0.0.1", port))
@@ -18,16 +21,7 @@ def send(path):
                "Connection: close\r\n\r\n" % path).encode())
     return s
 def answer(s):
-    s.settimeout(30)
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-    except OSError:
-        pass
+    out = read_all(s, 30)
     return out
 start = time.time()
 deltas = [send("threadcreate?seconds=2") for _ in range(2)]

@@ -25,6 +25,9 @@ peak_kb() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
 flood() {
   python3 - "$PORT" "$1" <<'PY'
 import select, socket, sys, time
+import os
+sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+from rawhttp import read_all
 port, auth = int(sys.argv[1]), sys.argv[2]
 size = 4 * 1024 * 1024
 head = ("POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\n%s"
@@ -89,6 +92,9 @@ checks=$((checks + 1))
 # bodies are complete, 200.
 python3 - "$PORT" >"$TMP/budget.txt" <<'PY'
 import socket, sys, time
+import os
+sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+from rawhttp import read_all
 port = int(sys.argv[1])
 body = b"0x1+" + b"z" * 59996  # two words: a real address, one skipped
 head = ("POST /debug/pprof/symbol HTTP/1.1\r\nHost: localhost\r\n"
@@ -106,16 +112,7 @@ for s in conns:
     except OSError:
         pass
 for s in conns:
-    s.settimeout(20)
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-    except OSError:
-        pass
+    out = read_all(s, 20)
     print(out.split(b"\r\n")[0].decode() or "(nothing)")
     if out.startswith(b"HTTP/1.1 503"):
         print(out.split(b"\r\n\r\n", 1)[1].decode().strip())

@@ -7,20 +7,14 @@ start_server token --token s3cr3t
 TOK=$PID
 python3 - "$PORT" >"$TMP/nul.txt" <<'PY'
 import socket, sys
+import os
+sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+from rawhttp import read_all
 port = int(sys.argv[1])
 def status(head):
     s = socket.create_connection(("127.0.0.1", port))
     s.sendall(head)
-    s.settimeout(10)
-    out = b""
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            out += d
-    except OSError:
-        pass
+    out = read_all(s, 10)
     return out.split(b"\r\n")[0].decode()
 for value, name in ((b"Bearer s3cr3t\0junk", "TOKEN NUL junk"),
                     (b"Bearer s3cr3t\0", "TOKEN NUL"),
