@@ -16,6 +16,7 @@ packages=(
   chromium                           # loading the endpoint's pages in tests
   nodejs                             # driving Chromium over its DevTools protocol
   wrk                                # the endpoint's load figure (bench/http_load.sh)
+  sqlite3                            # a distribution's program, profiled whole (e2e/unwind)
 )
 
 # `deps.sh bench` adds the profilers the benchmarks compare cprof with.

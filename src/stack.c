@@ -361,8 +361,11 @@ CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const c
   if (cfa <= r->sp || cfa - r->sp > CPROF__STACK_MAX_STEP) return 0;
   uintptr_t ret, fp = r->fp;
   if (!view_read(v, r->sp, cfa - 8, &ret)) return 0;
-  if (rule->fp_saved &&
-      !view_read(v, r->sp, cfa + (uintptr_t)(intptr_t)rule->fp_off, &fp))
+  /* In an epilogue, after the pops, the rows of gcc's code still name the
+   * save slots, which now lie below the stack pointer: the register then
+   * already holds the caller's value. */
+  uintptr_t slot = cfa + (uintptr_t)(intptr_t)rule->fp_off;
+  if (rule->fp_saved && slot >= r->sp && !view_read(v, r->sp, slot, &fp))
     return 0;
   next->pc = ret;
   next->sp = cfa;
