@@ -98,9 +98,14 @@ fi
 # lies in a mapping (cprof's own synthetic frames aside).
 for name in c cxx; do
   pprof -raw "$TMP/$name"/cpu-*.pb.gz >"$TMP/$name.raw"
-  stray=$(sed -n '/^Locations/,/^Mappings/p' "$TMP/$name.raw" |
-    awk '/^ +[0-9]+: 0x/ && !/ M=[0-9]/ && !/\[cprof/' | wc -l)
-  [ "$stray" -eq 0 ] || { grep -v ' M=' "$TMP/$name.raw" | head; fail "$name: $stray locations outside any mapping"; }
+  sed -n '/^Locations/,/^Mappings/p' "$TMP/$name.raw" |
+    awk '/^ +[0-9]+: 0x/ && !/ M=[0-9]/ && !/\[cprof/' >"$TMP/$name.stray"
+  stray=$(wc -l <"$TMP/$name.stray")
+  [ "$stray" -eq 0 ] || {
+    cat "$TMP/$name.stray"
+    sed -n '/^Mappings/,$p' "$TMP/$name.raw"
+    fail "$name: $stray locations outside any mapping"
+  }
   checks=$((checks + 1))
   echo "ok: $name: every location lies in a mapping"
 done
