@@ -21,7 +21,8 @@ packages=(
 
 # `deps.sh bench` adds the profilers the benchmarks compare cprof with.
 if [ "${1:-}" = bench ]; then
-  packages+=(libgoogle-perftools4 libjemalloc2 heaptrack linux-perf)
+  packages+=(libgoogle-perftools4 libjemalloc2 heaptrack linux-perf
+    redis-server redis-tools)
 fi
 
 missing=()

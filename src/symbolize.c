@@ -284,8 +284,15 @@ static int read_maps(char **out, size_t *out_len) {
   return 0;
 }
 
+/* Executable mappings of files, and the vDSO: a walk can pass through the
+ * vDSO's code (clock_gettime, gettimeofday), so its frames need a mapping
+ * too. */
 static bool wanted(const cprof__map_entry *e) {
-  return e->executable && e->path_len > 0 && e->path[0] == '/';
+  static const char vdso[] = "[vdso]";
+  if (!e->executable || e->path_len == 0) return false;
+  return e->path[0] == '/' ||
+         (e->path_len == sizeof vdso - 1 &&
+          memcmp(e->path, vdso, sizeof vdso - 1) == 0);
 }
 
 /* The signature: one canonical line per wanted mapping, inode included so
