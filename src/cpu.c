@@ -27,13 +27,14 @@
 
 #include "agg.h"
 #include "cpu.h"
+#include "env.h"
 #include "hmap.h"
+#include "lock.h"
 #include "mem.h"
 #include "profile.h"
 #include "stack.h"
 #include "stacktab.h"
 #include "sys.h"
-#include "lock.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -491,4 +492,24 @@ int cprof_cpu_stop(const cprof_sink *sink) {
   cprof__unlock(&app_lock);
   if (!s) return CPROF_EINVAL;
   return cprof__cpu_session_stop(s, sink);
+}
+
+bool cprof__cpu_is_own_handler(const struct sigaction *act) {
+  return act && (act->sa_flags & SA_SIGINFO) &&
+         act->sa_sigaction == on_sigprof;
+}
+
+void cprof__cpu_handler_replaced(void) {
+  cprof__lock(&engine_lock);
+  bool running = handler_installed && atomic_load(&engine_hz) != 0;
+  /* The next start checks the disposition again, and refuses. */
+  handler_installed = false;
+  if (running) {
+    atomic_store(&engine_hz, 0);
+    disarm_all();
+  }
+  cprof__unlock(&engine_lock);
+  if (running)
+    cprof__warn("CPU profiling stopped: the program installed its own "
+                "SIGPROF handler");
 }

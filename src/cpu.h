@@ -48,4 +48,15 @@ CPROF__HIDDEN int cprof__cpu_engine_hz(void);
 CPROF__HIDDEN void cprof__cpu_thread_started(void);
 CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
 
+/* True when act installs cprof's own SIGPROF handler. */
+struct sigaction;
+CPROF__HIDDEN bool cprof__cpu_is_own_handler(const struct sigaction *act);
+
+/* The program is replacing cprof's SIGPROF handler with its own (the
+ * sigaction interposer saw it): cprof's timers stop at once, so the
+ * program's profiler receives only its own signals; profiles under way
+ * keep the samples they have, and later starts are refused with the usual
+ * line. One line on stderr when timers were running. Normal context. */
+CPROF__HIDDEN void cprof__cpu_handler_replaced(void);
+
 #endif

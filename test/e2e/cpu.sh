@@ -31,6 +31,14 @@ expect_match "$TMP/focus.txt" 'burn_alpha' "-tagfocus by thread works"
 expect_match "$TMP/busy.txt" 'second start: cpu profiling already in use' "Go's text for a second start"
 "$prog" ownsig 2>"$TMP/own.txt" || fail "the program's SIGPROF handler was not respected"
 expect_match "$TMP/own.txt" '^cprof: CPU profiling disabled: the program has its own SIGPROF handler$' "one clear line when SIGPROF is taken"
+"$prog" steal >"$TMP/steal.txt" 2>"$TMP/steal.err" || fail "the program's own profiler after cprof's"
+expect_match "$TMP/steal.err" '^cprof: CPU profiling stopped: the program installed its own SIGPROF handler$' \
+  "one line when the program takes SIGPROF over"
+read -r own cprofs < <(awk '{print $2, $4}' "$TMP/steal.txt" | tr -d ',')
+[ "$own" -ge 10 ] && [ "$cprofs" -le 2 ] ||
+  fail "the program's handler got $own of its own signals and $cprofs of cprof's"
+checks=$((checks + 1))
+echo "ok: the program's own SIGPROF profiler gets its $own signals and $cprofs of cprof's"
 "$prog" fork || fail "fork while profiling"
 echo "ok: fork while profiling (parent and child)"
 checks=$((checks + 1))

@@ -8,6 +8,10 @@
  *   cpuburn ownsig         the program owns SIGPROF: start must refuse
  *   cpuburn fork           fork while profiling; the child profiles on its
  *                          own, the parent's profile still completes
+ *   cpuburn steal          the program installs its own SIGPROF handler and
+ *                          ITIMER_PROF while cprof profiles at 1000 Hz: its
+ *                          handler must then get only its own signals
+ *                          (prints "own N, cprof's M")
  *   cpuburn threads HZ     20 short-lived threads created while profiling
  *                          all get sampled (profile to stdout)
  * Exit status 0 on success; messages on stderr.
@@ -15,10 +19,12 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -132,6 +138,39 @@ static int mode_ownsig(void) {
   return err == CPROF_ESYS && cur.sa_handler == app_handler ? 0 : 1;
 }
 
+static _Atomic int own_signals, cprof_signals;
+
+static void counting_handler(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  (void)uc;
+  if (si->si_code == SI_TIMER)
+    atomic_fetch_add(&cprof_signals, 1);
+  else
+    atomic_fetch_add(&own_signals, 1);
+}
+
+static int mode_steal(void) {
+  if (cprof_cpu_start(1000)) return 1;
+  burn(0.2);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = counting_handler;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(SIGPROF, &sa, NULL);
+  struct itimerval it = {{0, 10000}, {0, 10000}};
+  setitimer(ITIMER_PROF, &it, NULL);
+  burn(0.5);
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_PROF, &off, NULL);
+  cprof_buf buf = {0};
+  cprof_sink s = cprof_sink_buf(&buf);
+  int stop = cprof_cpu_stop(&s);
+  cprof_buf_free(&buf);
+  printf("own %d, cprof's %d\n", atomic_load(&own_signals),
+         atomic_load(&cprof_signals));
+  return stop == 0 ? 0 : 1;
+}
+
 static int mode_fork(void) {
   if (cprof_cpu_start(1000)) return 1;
   burn(0.1);
@@ -171,7 +210,7 @@ static int mode_threads(int hz) {
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s profile|busy|ownsig|fork|threads [HZ]\n",
+    fprintf(stderr, "usage: %s profile|busy|ownsig|steal|fork|threads [HZ]\n",
             argv[0]);
     return 2;
   }
@@ -181,6 +220,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "ownsig") == 0) return mode_ownsig();
   if (strcmp(argv[1], "fork") == 0) return mode_fork();
   if (strcmp(argv[1], "threads") == 0) return mode_threads(hz);
+  if (strcmp(argv[1], "steal") == 0) return mode_steal();
   fprintf(stderr, "unknown mode %s\n", argv[1]);
   return 2;
 }
