@@ -3,8 +3,10 @@
  * input as a query string, a URL path, an integer parameter, a /symbol
  * address list and a Host header, each from a heap copy of exactly its
  * size so ASan sees any read past the end. It checks the parsers' promises: decoded keys and
- * values lie inside the query's storage and are NUL-terminated, no pair is
- * longer than the input, and Atoi round-trips what it accepts.
+ * values lie inside the query's storage and are NUL-terminated at their
+ * lengths, no pair is longer than the input, a cleaned path is clean (a
+ * second cleaning changes nothing) and fits its buffer, an escaped path
+ * decodes back, and ParseInt round-trips what it accepts.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,35 +35,51 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *lo = q.storage, *hi = q.storage + sizeof q.storage;
     for (size_t i = 0; i < q.npairs; i++) {
       const char *k = q.pairs[i].key, *v = q.pairs[i].value;
+      size_t kl = q.pairs[i].key_len, vl = q.pairs[i].value_len;
       if (k < lo || k >= hi || v < lo || v >= hi) abort();
-      size_t kl = strnlen(k, (size_t)(hi - k)), vl = strnlen(v, (size_t)(hi - v));
       if (k + kl >= hi || v + vl >= hi || kl > size || vl > size) abort();
-      if (cprof__query_get(&q, k) == NULL) abort();
+      if (k[kl] || v[vl]) abort();
+      if (strlen(k) == kl && cprof__query_get(&q, k) == NULL) abort();
     }
   } else if (rc != CPROF_EINVAL || !err[0]) {
     abort();
   }
 
   char path[256];
-  rc = cprof__path_decode(text, size, path, sizeof path, err, sizeof err);
-  if (rc == 0 && strlen(path) > size) abort();
+  size_t plen;
+  rc = cprof__path_decode(text, size, path, sizeof path, &plen, err,
+                          sizeof err);
+  if (rc == 0 && (plen > size || path[plen])) abort();
   if (rc != 0 && rc != CPROF_EINVAL) abort();
-
-  /* Atoi on a NUL-terminated copy; what it accepts prints back the same
-   * number. */
-  char *z = malloc(size + 1);
-  if (z) {
-    memcpy(z, data, size);
-    z[size] = 0;
-    int64_t v;
-    if (cprof__go_atoi(z, &v)) {
-      char back[32];
-      snprintf(back, sizeof back, "%" PRId64, v);
-      int64_t again;
-      if (!cprof__go_atoi(back, &again) || again != v) abort();
-    }
-    free(z);
+  if (rc == 0) {
+    char clean[sizeof path + 2], again[sizeof path + 2];
+    char escaped[3 * sizeof clean + 1], back[sizeof escaped];
+    size_t cn = cprof__path_clean(path, plen, clean);
+    if (cn > plen + 1 || clean[cn] || clean[0] != '/') abort();
+    size_t an = cprof__path_clean(clean, cn, again);
+    if (an != cn || memcmp(again, clean, cn) != 0) abort();
+    size_t en = cprof__path_escape(clean, cn, escaped), bn;
+    if (en > 3 * cn || escaped[en] || memchr(escaped, '?', en)) abort();
+    if (cprof__path_decode(escaped, en, back, sizeof back, &bn, err,
+                           sizeof err) != 0 ||
+        bn != cn || memcmp(back, clean, cn) != 0)
+      abort();
   }
+
+  /* ParseInt over the input; what it accepts prints back the same
+   * number, a range error is clamped, a syntax error is 0. */
+  int64_t v;
+  cprof__int_parse how = cprof__go_parse_int(text, size, &v);
+  if (how == CPROF__INT_OK) {
+    char back[32];
+    snprintf(back, sizeof back, "%" PRId64, v);
+    int64_t again;
+    if (!cprof__go_atoi(back, &again) || again != v) abort();
+  } else if (how == CPROF__INT_RANGE ? v != INT64_MAX && v != INT64_MIN
+                                     : how != CPROF__INT_SYNTAX || v != 0) {
+    abort();
+  }
+  (void)cprof__is_form_type(text, size);
 
   size_t n = 0;
   size_t calls = cprof__symbol_addresses(text, size, count, &n);

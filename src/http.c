@@ -54,6 +54,7 @@
 #include "lock.h"
 #include "mem.h"
 #include "profilez.h"
+#include "query.h"
 #include "threads.h"
 
 #define DEFAULT_ADDR "127.0.0.1:6060"
@@ -146,6 +147,7 @@ typedef struct request {
   bool answered; /* a response is queued */
   bool injected; /* cprof answered an error libmicrohttpd found */
   bool keep_body; /* the route reads the body */
+  size_t body_limit; /* the most of it kept */
   cprof_buf body;
   size_t reserved; /* bytes of the server's body budget held */
   bool body_too_large;
@@ -700,9 +702,10 @@ static enum MHD_Result send_resp(struct MHD_Connection *mc, conn *c,
     cprof_buf_free(&resp->body);
     return MHD_NO;
   }
-  if (!len) cprof_buf_free(&resp->body);
   mhd.add_response_header(mr, "X-Content-Type-Options", "nosniff");
-  mhd.add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE, resp->content_type);
+  if (resp->content_type)
+    mhd.add_response_header(mr, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            resp->content_type);
   if (resp->disposition[0])
     mhd.add_response_header(mr, "Content-Disposition", resp->disposition);
   if (resp->go_pprof_error) mhd.add_response_header(mr, "X-Go-Pprof", "1");
@@ -713,6 +716,9 @@ static enum MHD_Result send_resp(struct MHD_Connection *mc, conn *c,
   if (resp->location)
     mhd.add_response_header(mr, MHD_HTTP_HEADER_LOCATION, resp->location);
   if (close) mhd.add_response_header(mr, MHD_HTTP_HEADER_CONNECTION, "close");
+  /* Header values may live in an empty body's memory (a redirect's
+   * Location); libmicrohttpd has copied them now. */
+  if (!len) cprof_buf_free(&resp->body);
   enum MHD_Result r = mhd.queue_response(mc, (unsigned)resp->status, mr);
   mhd.destroy_response(mr);
   if (r == MHD_YES) rq->answered = true;
@@ -747,11 +753,11 @@ static enum MHD_Result respond(struct MHD_Connection *mc, conn *c,
 }
 
 /* The headers of a request, as far as the framing and admission checks
- * need them: the first Authorization and Host values, and every
- * Content-Length and Transfer-Encoding. */
+ * need them: the first Authorization, Host and Content-Type values, and
+ * every Content-Length and Transfer-Encoding. */
 typedef struct header_scan {
-  const char *auth, *host, *length, *encoding;
-  size_t auth_len, host_len, length_len, encoding_len;
+  const char *auth, *host, *length, *encoding, *type;
+  size_t auth_len, host_len, length_len, encoding_len, type_len;
   int nhost, nlength, nencoding;
   const char *after_auth; /* the name of the header after Authorization */
 } header_scan;
@@ -776,6 +782,8 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind,
     if (!h->nlength++) h->length = value, h->length_len = value_size;
   } else if (is_header(key, key_size, MHD_HTTP_HEADER_TRANSFER_ENCODING)) {
     if (!h->nencoding++) h->encoding = value, h->encoding_len = value_size;
+  } else if (is_header(key, key_size, MHD_HTTP_HEADER_CONTENT_TYPE)) {
+    if (!h->type) h->type = value, h->type_len = value_size;
   }
   return MHD_YES;
 }
@@ -873,10 +881,18 @@ static enum MHD_Result first_call(struct MHD_Connection *mc, conn *c,
     return send_resp(mc, c, method, &resp, true);
   }
   rq->keep_body = cprof__http_wants_body(&req);
+  rq->body_limit = CPROF__HTTP_MAX_BODY;
+  /* Go's r.FormValue reads an urlencoded POST body as parameters, on any
+   * route: such a body is kept too, within the query's limit. */
+  if (!rq->keep_body && strcmp(method, "POST") == 0 && h.type &&
+      cprof__is_form_type(h.type, h.type_len)) {
+    rq->keep_body = true;
+    rq->body_limit = CPROF__QUERY_MAX_LEN;
+  }
   if (!rq->keep_body)
     /* A body nobody reads is not waited for. */
     return length || chunked ? respond(mc, c, method, true) : MHD_YES;
-  if (length > CPROF__HTTP_MAX_BODY) {
+  if (length > rq->body_limit) {
     rq->body_too_large = true;
     return respond(mc, c, method, true);
   }
@@ -893,7 +909,7 @@ static void take_body(conn *c, const char *data, size_t n) {
   request *rq = &c->rq;
   if (!rq->keep_body || rq->body_too_large || rq->bodies_full) return;
   size_t want = rq->body.len + n;
-  if (want > CPROF__HTTP_MAX_BODY) {
+  if (want > rq->body_limit) {
     rq->body_too_large = true;
   } else if (want > rq->reserved &&
              !reserve_body(c->srv, rq, want - rq->reserved)) {

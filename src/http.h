@@ -95,8 +95,10 @@ CPROF__HIDDEN void cprof__http_fail(cprof__http_resp *resp, int status,
                                     const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* True when the request's route reads a body (POST /debug/pprof/symbol);
- * any other request is answered without its body being read. */
+/* True when the request's route reads a body of any type (POST
+ * /debug/pprof/symbol). Other POSTs have their body read only when it is
+ * an urlencoded form (at most 4096 bytes, whose values count as Go's
+ * FormValue counts them); every other body is left unread. */
 CPROF__HIDDEN bool cprof__http_wants_body(const cprof__http_req *req);
 
 /* Constant-time check of an Authorization header value (len bytes, which

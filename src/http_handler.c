@@ -3,9 +3,13 @@
  * with Go's net/http/pprof behaviour for every route, parameter, header,
  * status code and error text, plus cprof's additions (bearer token, the
  * Host check against DNS rebinding, a cap on profile seconds, hz, bounds on
- * /symbol). It owns the rule "one CPU profile at a time from the
- * endpoint". It knows nothing of sockets or libmicrohttpd, and must never
- * hold a lock while it waits for a profile's duration.
+ * /symbol). Routing is Go's ServeMux's: a path that is not clean is
+ * redirected to its cleaned form. Parameters are what Go's r.FormValue
+ * reads: the pairs of an urlencoded POST body, then the query's (the
+ * server passes a route other than /symbol a body only when its
+ * Content-Type says it is a form). It owns the rule "one CPU profile at a
+ * time from the endpoint". It knows nothing of sockets or libmicrohttpd,
+ * and must never hold a lock while it waits for a profile's duration.
  */
 #include <fcntl.h>
 #include <inttypes.h>
@@ -129,11 +133,35 @@ static bool wait_ns(const cprof__http_req *req, int64_t ns) {
 /* wait_ns as the registry's wait function. */
 static bool http_wait(void *ctx, int64_t ns) { return wait_ns(ctx, ns); }
 
+/* The parameters as Go's r.FormValue finds them: an urlencoded POST
+ * body's pairs ahead of the query's. */
+typedef struct form {
+  cprof__query body, query;
+} form;
+
+/* The first value of key with its length, or NULL. */
+static const char *form_value(const form *f, const char *key, size_t *len) {
+  const char *v = cprof__query_value(&f->body, key, len);
+  return v ? v : cprof__query_value(&f->query, key, len);
+}
+
 /* Go's strconv.Atoi(r.FormValue(key)) with the error ignored: 0 when the
- * parameter is absent or malformed. */
-static int64_t atoi_or_zero(const cprof__query *q, const char *key) {
-  int64_t v;
-  return cprof__go_atoi(cprof__query_get(q, key), &v) ? v : 0;
+ * parameter is absent or not a number, and, as Atoi returns it with its
+ * range error, INT64_MAX or INT64_MIN when it is out of range. */
+static int64_t atoi_or_zero(const form *f, const char *key) {
+  size_t len;
+  const char *s = form_value(f, key, &len);
+  int64_t v = 0;
+  if (s) cprof__go_parse_int(s, len, &v);
+  return v;
+}
+
+/* strconv.ParseInt(r.FormValue(key), 10, 64) without an error: false when
+ * absent, empty, not a number or out of range. */
+static bool parse_int(const form *f, const char *key, int64_t *out) {
+  size_t len;
+  const char *s = form_value(f, key, &len);
+  return s && cprof__go_parse_int(s, len, out) == CPROF__INT_OK;
 }
 
 static void serve_cmdline(cprof__http_resp *r) {
@@ -153,13 +181,14 @@ static void serve_cmdline(cprof__http_resp *r) {
 }
 
 static void serve_cpu(const cprof__http_opts *o, const cprof__http_req *req,
-                      const cprof__query *q, cprof__http_resp *r) {
-  int64_t sec = atoi_or_zero(q, "seconds");
-  if (sec <= 0) sec = 30;
+                      const form *q, cprof__http_resp *r) {
+  /* Go: any error from ParseInt, a range error too, means 30. */
+  int64_t sec;
+  if (!parse_int(q, "seconds", &sec) || sec <= 0) sec = 30;
   int64_t hz = 0;
-  const char *hzs = cprof__query_get(q, "hz");
-  if (hzs && *hzs &&
-      (!cprof__go_atoi(hzs, &hz) || hz < 1 || hz > CPROF__CPU_MAX_HZ)) {
+  size_t hzlen;
+  if (form_value(q, "hz", &hzlen) && hzlen &&
+      (!parse_int(q, "hz", &hz) || hz < 1 || hz > CPROF__CPU_MAX_HZ)) {
     fail(r, 400, "invalid value for \"hz\" - must be an integer in [1, %d]",
          CPROF__CPU_MAX_HZ);
     return;
@@ -197,10 +226,10 @@ static void serve_cpu(const cprof__http_opts *o, const cprof__http_req *req,
 }
 
 static void serve_delta(const cprof__http_opts *o, const cprof__http_req *req,
-                        const cprof__query *q, const cprof__profile_def *def,
-                        const char *secs, cprof__http_resp *r) {
+                        const form *q, const cprof__profile_def *def,
+                        cprof__http_resp *r) {
   int64_t sec;
-  if (!cprof__go_atoi(secs, &sec) || sec <= 0) {
+  if (!parse_int(q, "seconds", &sec) || sec <= 0) {
     fail(r, 400, "invalid value for \"seconds\" - must be a positive integer");
     return;
   }
@@ -236,17 +265,25 @@ static void serve_delta(const cprof__http_opts *o, const cprof__http_req *req,
   }
 }
 
+/* The debug level a profile is written with. A negative debug is text to
+ * Go's handler (Content-Type) but not to runtime/pprof's writers: heap and
+ * allocs write text for any debug != 0, every other profile pprof for
+ * debug <= 0. */
+static int write_debug(const cprof__profile_def *def, int64_t debug) {
+  if (debug >= 0) return debug > 1000 ? 1000 : (int)debug;
+  return strcmp(def->name, "heap") == 0 || strcmp(def->name, "allocs") == 0;
+}
+
 static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
-                        const cprof__query *q, const char *name,
-                        cprof__http_resp *r) {
+                        const form *q, const char *name, cprof__http_resp *r) {
   const cprof__profile_def *def = cprof__http_find(name);
   if (!def) {
     fail(r, 404, "Unknown profile");
     return;
   }
-  const char *secs = cprof__query_get(q, "seconds");
-  if (secs && *secs) {
-    serve_delta(o, req, q, def, secs, r);
+  size_t slen;
+  if (form_value(q, "seconds", &slen) && slen) {
+    serve_delta(o, req, q, def, r);
     return;
   }
   /* gc=N asks Go to collect garbage first; C has none: accepted, ignored. */
@@ -254,12 +291,7 @@ static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
   cprof__records recs = {0};
   cprof_sink sink = cprof_sink_buf(&r->body);
   int err = def->collect(&recs);
-  if (!err)
-    err = def->write(&recs,
-                     debug < 0      ? 1
-                     : debug > 1000 ? 1000
-                                    : (int)debug,
-                     0, &sink);
+  if (!err) err = def->write(&recs, write_debug(def, debug), 0, &sink);
   cprof__records_free(&recs);
   if (err) {
     fail(r, 500, "failed to write profile: %s", cprof_strerror(err));
@@ -364,6 +396,12 @@ static void serve_index(cprof__http_resp *r) {
   for (size_t i = 0; i < n; i++) {
     e[i].name = cprof_profile_name(i);
     e[i].desc = cprof_profile_description(i);
+    /* Go's index says more of heap than the registry (whose text the
+     * viewer shows): its gc parameter, accepted here too. */
+    if (strcmp(e[i].name, "heap") == 0)
+      e[i].desc =
+          "A sampling of memory allocations of live objects. You can specify "
+          "the gc GET parameter to run GC before taking the heap sample.";
     e[i].count = cprof_profile_entries(e[i].name);
     if (e[i].count < 0) e[i].count = 0;
     goroutine |= strcmp(e[i].name, "goroutine") == 0;
@@ -469,47 +507,114 @@ bool cprof__http_admit(const cprof__http_opts *o, const cprof__http_req *req,
   return true;
 }
 
-bool cprof__http_wants_body(const cprof__http_req *req) {
-  if (strcmp(req->method, "POST") != 0) return false;
-  size_t plen = strcspn(req->uri, "?");
-  char path[CPROF__HTTP_MAX_URI + 1], why[128];
-  return cprof__path_decode(req->uri, plen, path, sizeof path, why,
-                            sizeof why) == 0 &&
-         strcmp(path, PREFIX "symbol") == 0;
+/* True when the len bytes at path are the string s. */
+static bool path_is(const char *path, size_t len, const char *s) {
+  return len == strlen(s) && memcmp(path, s, len) == 0;
 }
 
-void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
-                        cprof__http_resp *r) {
-  if (!cprof__http_admit(o, req, r)) return;
-  if (req->body_too_large) {
-    fail(r, 413, "request body too large (limit %u bytes)",
-         CPROF__HTTP_MAX_BODY);
+bool cprof__http_wants_body(const cprof__http_req *req) {
+  if (strcmp(req->method, "POST") != 0) return false;
+  size_t plen = strcspn(req->uri, "?"), n;
+  char path[CPROF__HTTP_MAX_URI + 1], why[128];
+  return cprof__path_decode(req->uri, plen, path, sizeof path, &n, why,
+                            sizeof why) == 0 &&
+         path_is(path, n, PREFIX "symbol");
+}
+
+/* Go's http.Redirect(w, r, url, 301) as ServeMux calls it, url being the
+ * cleaned path (len bytes at path) escaped and the raw query: Location is
+ * that url with bytes past ASCII as %xx (Go's hexEscapeNonASCII); GET and
+ * HEAD get Go's HTML type and a short body (a HEAD's is not sent), POST
+ * neither. */
+static void redirect(const cprof__http_req *req, const char *path, size_t len,
+                     const char *rawq, cprof__http_resp *r) {
+  size_t qlen = strlen(rawq);
+  char *url = cprof__malloc(3 * len + qlen + 2);
+  if (!url) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
     return;
   }
+  size_t n = cprof__path_escape(path, len, url);
+  if (qlen) {
+    url[n++] = '?';
+    memcpy(url + n, rawq, qlen + 1);
+    n += qlen;
+  }
+  cprof_buf *b = &r->body;
+  b->len = 0;
+  int err = 0;
+  bool post = strcmp(req->method, "POST") == 0;
+  if (!post) {
+    err |= cprof__buf_printf(b, "<a href=\"");
+    put_escaped(b, url);
+    err |= cprof__buf_printf(b, "\">Moved Permanently</a>.\n\n");
+  }
+  /* Location lives after the body, in the body's memory, which the server
+   * frees only once the headers are out. */
+  size_t body_len = b->len;
+  err |= cprof__buf_append(b, "", 1);
+  size_t at = b->len;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)url[i];
+    err |= c < 0x80 ? cprof__buf_append(b, &url[i], 1)
+                    : cprof__buf_printf(b, "%%%x", c);
+  }
+  err |= cprof__buf_append(b, "", 1);
+  cprof__free(url);
+  if (err) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+    return;
+  }
+  b->len = body_len;
+  r->status = 301;
+  r->content_type = post ? NULL : HTML;
+  r->location = (const char *)b->data + at;
+}
 
+/* What a request needs beyond its stack frame: its path, decoded and
+ * cleaned, and its parameters. */
+typedef struct scratch {
+  char path[CPROF__HTTP_MAX_URI + 1];
+  char clean[CPROF__HTTP_MAX_URI + 2];
+  form form;
+} scratch;
+
+static void route(const cprof__http_opts *o, const cprof__http_req *req,
+                  scratch *s, cprof__http_resp *r) {
   const char *qmark = strchr(req->uri, '?');
-  size_t plen = qmark ? (size_t)(qmark - req->uri) : strlen(req->uri);
+  size_t plen = qmark ? (size_t)(qmark - req->uri) : strlen(req->uri), n;
   const char *rawq = qmark ? qmark + 1 : "";
-  char path[CPROF__HTTP_MAX_URI + 1], why[128];
-  if (cprof__path_decode(req->uri, plen, path, sizeof path, why, sizeof why)) {
+  char why[128];
+  if (cprof__path_decode(req->uri, plen, s->path, sizeof s->path, &n, why,
+                         sizeof why)) {
     fail(r, 400, "%s", why);
     return;
   }
-
-  if (strcmp(path, "/debug/pprof") == 0) {
-    /* Go's ServeMux redirects a subtree root without its slash. */
-    r->status = 301;
-    r->location = PREFIX;
-    r->content_type = HTML;
-    cprof__buf_printf(&r->body, "<a href=\"%s\">Moved Permanently</a>.\n\n",
-                      PREFIX);
+  /* Go's ServeMux: the root of a subtree without its slash goes to the
+   * subtree, and a path that is not clean to its cleaned form, the query
+   * along in both cases. */
+  size_t cn = cprof__path_clean(s->path, n, s->clean);
+  if (path_is(s->clean, cn, "/debug/pprof") ||
+      path_is(s->clean, cn, PREFIX "ui")) {
+    s->clean[cn++] = '/';
+    redirect(req, s->clean, cn, rawq, r);
     return;
   }
-  if (strncmp(path, PREFIX, strlen(PREFIX)) != 0) {
+  if (cn != n || memcmp(s->clean, s->path, n) != 0) {
+    redirect(req, s->clean, cn, rawq, r);
+    return;
+  }
+  const char *path = s->path;
+  if (n < strlen(PREFIX) || memcmp(path, PREFIX, strlen(PREFIX)) != 0) {
     not_found(r);
     return;
   }
   const char *name = path + strlen(PREFIX);
+  /* A "%00" in a name names no profile and no route. */
+  if (strlen(name) != n - strlen(PREFIX)) {
+    fail(r, 404, "Unknown profile");
+    return;
+  }
 
   /* /symbol reads its raw query (or body) itself, as Go does. */
   if (strcmp(name, "symbol") == 0) {
@@ -517,23 +622,27 @@ void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
     return;
   }
 
-  /* Too big for a thread's stack frame on every request path: heap. */
-  cprof__query *q = cprof__malloc(sizeof *q);
-  if (!q) {
-    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+  form *q = &s->form;
+  q->body.npairs = 0;
+  if (cprof__query_parse(&q->query, rawq, strlen(rawq), why, sizeof why)) {
+    fail(r, 400, "%s", why);
     return;
   }
-  if (cprof__query_parse(q, rawq, strlen(rawq), why, sizeof why) != 0) {
-    fail(r, 400, "%s", why);
-  } else if (*name == 0) {
+  if (strcmp(req->method, "POST") == 0 && req->body_len) {
+    if (req->body_len > CPROF__QUERY_MAX_LEN) {
+      fail(r, 413, "request body too large (limit %d bytes)",
+           CPROF__QUERY_MAX_LEN);
+      return;
+    }
+    if (cprof__query_parse(&q->body, req->body, req->body_len, why,
+                           sizeof why)) {
+      fail(r, 400, "too many form parameters (limit %d)",
+           CPROF__QUERY_MAX_PAIRS);
+      return;
+    }
+  }
+  if (*name == 0) {
     serve_index(r);
-  } else if (strcmp(name, "ui") == 0) {
-    /* Like /debug/pprof, the viewer's directory without its slash. */
-    r->status = 301;
-    r->location = PREFIX "ui/";
-    r->content_type = HTML;
-    cprof__buf_printf(&r->body, "<a href=\"%s\">Moved Permanently</a>.\n\n",
-                      PREFIX "ui/");
   } else if (strcmp(name, "ui/") == 0 ||
              strcmp(name, "ui/profiles.json") == 0) {
     serve_ui(name + 3, r);
@@ -548,5 +657,24 @@ void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
   } else {
     serve_named(o, req, q, name, r);
   }
-  cprof__free(q);
+}
+
+void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
+                        cprof__http_resp *r) {
+  if (!cprof__http_admit(o, req, r)) return;
+  if (req->body_too_large) {
+    /* /symbol's body, or a form (which has the query's limit). */
+    fail(r, 413, "request body too large (limit %u bytes)",
+         cprof__http_wants_body(req) ? CPROF__HTTP_MAX_BODY
+                                     : CPROF__QUERY_MAX_LEN);
+    return;
+  }
+  /* Too big for a thread's stack frame on every request path: heap. */
+  scratch *s = cprof__malloc(sizeof *s);
+  if (!s) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+    return;
+  }
+  route(o, req, s, r);
+  cprof__free(s);
 }

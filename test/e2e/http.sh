@@ -157,8 +157,6 @@ threadcreate?seconds=1&debug=1|400|seconds and debug params are incompatible
 nodelta?seconds=1|400|"seconds" parameter is not supported for this profile type
 nodelta?seconds=1&debug=1|400|"seconds" parameter is not supported for this profile type
 profile?hz=99999|400|invalid value for "hz" - must be an integer in [1, 10000]
-threadcreate?debug=%zz|400|invalid URL escape "%zz"
-threadcreate?seconds=1%|400|invalid URL escape "%"
 threadcreate?x=$long|414|request URI too long (limit 4096 bytes)
 trace|501|Could not enable tracing: execution traces are not supported by cprof
 EOF

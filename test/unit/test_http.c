@@ -107,8 +107,9 @@ static void test_routes(void) {
       {"GET", "/debug/pprof/threadcreate?seconds=", NULL, 200, NULL, OCT,
        "attachment; filename=\"threadcreate\""},
       {"GET", "/debug/pprof/%74hreadcreate", NULL, 200, NULL, OCT, NULL},
-      {"GET", "/debug/pprof/threadcreate?debug=%zz", NULL, 400,
-       "invalid URL escape \"%zz\"\n", TXT, ""},
+      /* Go's url.ParseQuery drops a pair that does not decode. */
+      {"GET", "/debug/pprof/threadcreate?debug=%zz", NULL, 200, NULL, OCT,
+       "attachment; filename=\"threadcreate\""},
       {"GET", "/debug/pprof/%zz", NULL, 400, "invalid URL escape \"%zz\"\n",
        TXT, ""},
       {"GET", "/debug/pprof/profile?seconds=61", NULL, 400,

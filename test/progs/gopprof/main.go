@@ -1,13 +1,20 @@
-// Command gopprof writes profiles the way Go itself does, for the view
-// test: it burns CPU in two named functions, 2:1, for about a second under
-// runtime/pprof's CPU profiler, then writes a heap profile. Standard
-// library only, so it builds offline.
+// Command gopprof is Go itself, for the tests that compare cprof with it.
+// For the view test it writes profiles the way Go does: it burns CPU in
+// two named functions, 2:1, for about a second under runtime/pprof's CPU
+// profiler, then writes a heap profile. For the HTTP tests it is a real
+// net/http/pprof server on Go's ServeMux, the oracle for routes, redirects
+// and parameters. Standard library only, so it builds offline.
 //
 //	go run main.go OUTDIR   writes OUTDIR/cpu.pb.gz and OUTDIR/heap.pb.gz
+//	go run main.go -serve   serves /debug/pprof/ on a free loopback port,
+//	                        printed as one line on stdout, until killed
 package main
 
 import (
 	"fmt"
+	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -46,10 +53,24 @@ func allocate() {
 	}
 }
 
+// serve answers on http.DefaultServeMux, where net/http/pprof registered
+// its handlers, exactly as a Go program that imports it does.
+func serve() {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(l.Addr().(*net.TCPAddr).Port)
+	panic(http.Serve(l, nil))
+}
+
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: gopprof OUTDIR")
+		fmt.Fprintln(os.Stderr, "usage: gopprof OUTDIR | gopprof -serve")
 		os.Exit(2)
+	}
+	if os.Args[1] == "-serve" {
+		serve()
 	}
 	dir := os.Args[1]
 	runtime.MemProfileRate = 4096
