@@ -61,6 +61,7 @@
 
 #include "cfi.h"
 #include "mem.h"
+#include "spin.h"
 
 /* Call-frame instructions (DWARF 5 section 6.4.2, and the GNU ones). */
 enum {
@@ -1255,7 +1256,8 @@ struct cprof__cfi_index {
 
 static _Atomic(cprof__cfi_index *) current_index;
 static atomic_long readers;
-static atomic_flag writer_lock = ATOMIC_FLAG_INIT;
+static cprof__spin writer_lock;
+CPROF__SPIN_FUNCTIONS()
 
 /* The writer's state, under writer_lock. */
 static struct {
@@ -1315,14 +1317,9 @@ bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintptr_t pc,
   return true;
 }
 
-static void lock_writer(void) {
-  while (atomic_flag_test_and_set_explicit(&writer_lock, memory_order_acquire))
-    sched_yield();
-}
+static void lock_writer(void) { spin_lock(&writer_lock); }
 
-static void unlock_writer(void) {
-  atomic_flag_clear_explicit(&writer_lock, memory_order_release);
-}
+static void unlock_writer(void) { spin_unlock(&writer_lock); }
 
 static void object_free(cfi_object *o) {
   cprof__cfi_table_free(o->table);
@@ -1381,7 +1378,7 @@ static void atfork_parent(void) { unlock_writer(); }
 
 static void atfork_child(void) {
   atomic_store_explicit(&readers, 0, memory_order_seq_cst);
-  unlock_writer();
+  spin_release_stale(&writer_lock);
 }
 
 /* Everything dl_iterate_phdr tells about one object, checked. */
@@ -1597,6 +1594,13 @@ static cprof__cfi_index *make_index(scan_ctx *ctx) {
 }
 #endif
 
+/* Bumped by every refresh that publishes a new index. */
+static _Atomic uint64_t generation;
+
+uint64_t cprof__cfi_generation(void) {
+  return atomic_load_explicit(&generation, memory_order_acquire);
+}
+
 #if defined(__x86_64__)
 /* The refresh, with the writer lock held; grace_ns bounds the wait for
  * readers of the index it replaces. */
@@ -1620,6 +1624,7 @@ static int refresh_held(int64_t grace_ns) {
   cprof__free(ctx.objs);
   if (!idx) return CPROF_ENOMEM;
   publish(idx);
+  atomic_fetch_add_explicit(&generation, 1, memory_order_release);
   w.seen = ctx.seen;
   w.adds = ctx.adds;
   w.subs = ctx.subs;
@@ -1662,8 +1667,7 @@ int cprof__cfi_refresh_try(void) {
    * handler, which holds the lock pthread_atfork takes. Without the
    * handlers a fork in mid-refresh would leave the child's lock taken. */
   if (!atomic_load(&atfork_done)) return CPROF_EBUSY;
-  if (atomic_flag_test_and_set_explicit(&writer_lock, memory_order_acquire))
-    return CPROF_EBUSY;
+  if (!spin_trylock(&writer_lock)) return CPROF_EBUSY;
   int err = refresh_held(0);
   unlock_writer();
   return err;

@@ -126,6 +126,11 @@ typedef struct cprof__cfi_object_info {
  * or CPROF_EUNSUPPORTED (not x86-64). */
 CPROF__HIDDEN int cprof__cfi_refresh(void);
 
+/* How many times a refresh has published a new index. Lock-free and
+ * async-signal-safe: for callers that must not wait for the writer lock,
+ * as cprof__cfi_stats does. */
+CPROF__HIDDEN uint64_t cprof__cfi_generation(void);
+
 /* Registers the fork handlers that keep the writer lock consistent across
  * fork; refresh calls it too. Call it early (the constructor does), so
  * that cprof__cfi_refresh_try can work: it never registers them itself. */

@@ -44,6 +44,7 @@
 #include "hmap.h"
 #include "mem.h"
 #include "profile.h"
+#include "spin.h"
 #include "stack.h"
 #include "stacktab.h"
 
@@ -103,17 +104,12 @@ static _Alignas(64) struct {
  * is taken only at those transitions (and around fork, so that a child
  * never inherits it held).
  */
-static atomic_flag free_next_lock = ATOMIC_FLAG_INIT;
+static cprof__spin free_next_lock;
+CPROF__SPIN_FUNCTIONS(NO_SAN)
 
-NO_SAN static void lock_free_next(void) {
-  while (atomic_flag_test_and_set_explicit(&free_next_lock,
-                                           memory_order_acquire))
-    sched_yield();
-}
+NO_SAN static void lock_free_next(void) { spin_lock(&free_next_lock); }
 
-NO_SAN static void unlock_free_next(void) {
-  atomic_flag_clear_explicit(&free_next_lock, memory_order_release);
-}
+NO_SAN static void unlock_free_next(void) { spin_unlock(&free_next_lock); }
 
 NO_SAN static void update_free_next(void) {
   lock_free_next();
@@ -1339,7 +1335,7 @@ static void atfork_prepare(void) { lock_free_next(); }
 static void atfork_parent(void) { unlock_free_next(); }
 
 static void atfork_child(void) {
-  unlock_free_next();
+  spin_release_stale(&free_next_lock);
   int running = RESOLVE_RUNNING;
   atomic_compare_exchange_strong(&resolve_state, &running, RESOLVE_IDLE);
   reseed_current_thread();

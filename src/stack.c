@@ -147,17 +147,18 @@ void cprof__stack_init(void) {
 static void refresh(bool wait) {
   if (cprof__stack_mode() == CPROF__UNWIND_FP) return;
   cprof__guard_enter();
-  cprof__cfi_stats_t before, after;
-  cprof__cfi_stats(&before);
+  /* Not cprof__cfi_stats, which takes the writer lock: the try path must
+   * never wait (a fork child's first allocation, inside the loader). */
+  uint64_t before = cprof__cfi_generation();
   if (wait)
     cprof__cfi_refresh();
   else
     cprof__cfi_refresh_try();
-  cprof__cfi_stats(&after);
+  uint64_t after = cprof__cfi_generation();
   /* A new index may place other code at the cached pcs. A walk that read
    * the old generation may still store an old rule under it, which no
    * reader of the new generation accepts. */
-  if (after.rebuilds != before.rebuilds)
+  if (after != before)
     atomic_fetch_add_explicit(&rule_gen, 1, memory_order_relaxed);
   cprof__guard_exit();
 }

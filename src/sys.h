@@ -14,8 +14,12 @@
 #include <errno.h>
 #include <unistd.h>
 
-static inline long cprof__sys6(long n, long a, long b, long c, long d, long e,
-                               long f) {
+/* Always inlined, so that each takes its caller's sanitizer attributes:
+ * the heap sampler's callers run before a sanitizer is set up. */
+#define CPROF__SYS_INLINE static inline __attribute__((always_inline))
+
+CPROF__SYS_INLINE long cprof__sys6(long n, long a, long b, long c, long d,
+                                   long e, long f) {
 #if defined(__x86_64__)
   long ret;
   register long r10 __asm__("r10") = d;
@@ -49,7 +53,7 @@ static inline long cprof__sys6(long n, long a, long b, long c, long d, long e,
 #endif
 }
 
-static inline long cprof__sys4(long n, long a, long b, long c, long d) {
+CPROF__SYS_INLINE long cprof__sys4(long n, long a, long b, long c, long d) {
   return cprof__sys6(n, a, b, c, d, 0, 0);
 }
 
