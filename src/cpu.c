@@ -52,6 +52,7 @@ struct cprof__cpu_session {
   int hz;
   int64_t start_ns;
   _Atomic uint64_t lost; /* samples the table had no room for */
+  atomic_bool follows_forks;
 };
 
 typedef struct thread_timer {
@@ -225,23 +226,44 @@ static cprof__cpu_session *app_session;
 static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void child_after_fork(void) {
-  /* Timers do not survive fork, and the child has one thread: it starts
-   * unprofiled, and may start sessions of its own. The parent's sessions
-   * are released; stopping one of them in the child is CPROF_EINVAL. */
+  /* Timers do not survive fork, and the child has one thread. A session
+   * that follows forks (the dumps') carries on in the child from zero: its
+   * table is cleared, its window starts now, and the forking thread's
+   * timer is armed again. The others (the application's own, the
+   * endpoint's, the pusher's, whose consumers stay in the parent) are
+   * released; stopping one of them in the child is CPROF_EINVAL, and the
+   * child may start sessions of its own. No handler runs meanwhile: no
+   * timer of the child's is armed yet. */
+  bool kept = false;
+  int64_t now = cprof__now_ns();
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
-    cprof__cpu_session *s = atomic_exchange(&sessions[i], NULL);
-    if (s) {
+    cprof__cpu_session *s = atomic_load(&sessions[i]);
+    if (!s) continue;
+    if (atomic_load(&s->follows_forks)) {
+      cprof__agg_clear(s->agg);
+      atomic_store(&s->lost, 0);
+      s->start_ns = now;
+      kept = true;
+    } else {
+      atomic_store(&sessions[i], NULL);
       cprof__agg_free(s->agg);
       cprof__free(s);
     }
   }
-  atomic_store(&engine_hz, 0);
   atomic_store(&handlers_running, 0);
   ntimers = 0;
   nexited = 0;
   app_session = NULL;
   pthread_mutex_init(&engine_lock, NULL);
   pthread_mutex_init(&app_lock, NULL);
+  if (kept && atomic_load(&engine_hz) != 0)
+    arm_thread(current_tid());
+  else
+    atomic_store(&engine_hz, 0);
+}
+
+void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
+  if (s) atomic_store(&s->follows_forks, true);
 }
 
 static void install_atfork(void) {

@@ -28,6 +28,12 @@ typedef struct cprof__cpu_session cprof__cpu_session;
  * Normal context; thread-safe. */
 CPROF__HIDDEN int cprof__cpu_session_start(int hz, cprof__cpu_session **out);
 
+/* Marks a session as one that follows the process into its fork
+ * children: there it carries on from zero (its table cleared, its window
+ * starting at the fork) on the forking thread, whose timer is armed again.
+ * Other sessions are released in a child. Thread-safe. */
+CPROF__HIDDEN void cprof__cpu_session_follow_forks(cprof__cpu_session *s);
+
 /* Ends a session and writes its profile (pprof, gzipped) to sink, or only
  * discards it when sink is NULL. Returns 0 or a negative cprof_err. */
 CPROF__HIDDEN int cprof__cpu_session_stop(cprof__cpu_session *s,

@@ -19,6 +19,24 @@
  * with the program's own SA_RESTART choice. At normal exit an atexit
  * handler dumps on the exiting thread, with the dump signals held off.
  *
+ * _exit and _Exit are interposed: in the process that configured dumps,
+ * they ask the dumper for the final dump, as a terminating signal does,
+ * and wait for it (at most DUMP_WAIT_MS) before the real one runs; only
+ * getpid, atomics and futexes, since _exit may be called from a signal
+ * handler. Anywhere else (a fork child, which calls _exit to skip its
+ * parent's exit-time work; a vfork child, sharing its parent's memory)
+ * they do nothing but exit.
+ *
+ * Fork. A fork child keeps dumping: its atfork handler starts a dumper of
+ * its own, the CPU profile carries on in it from zero (cpu.c), and its
+ * blocks carry its own pid. It holds no descriptor on the stderr it
+ * inherited (a daemon that closes its standard descriptors must not keep
+ * its starter's pipe open): it writes to fd 2 while fd 2 is the same file.
+ * A child that tries to exec is being replaced and no longer dumps. The
+ * dump state belongs to the pid recorded by configure or the atfork
+ * handler: in any other process (a vfork child, a child of a raw clone)
+ * the handlers and exit hooks leave everything alone.
+ *
  * Output. CPROF_DUMP_OUT is opened without blocking and created 0600; a
  * FIFO with no reader yet is opened again at each dump. Otherwise dumps go
  * to a descriptor of cprof's own on the stderr the program had when dumps
@@ -32,9 +50,11 @@
  * program.
  *
  * The handler is async-signal-safe: atomics, futex, clock_gettime,
- * sigaction, pthread_sigmask, raise and errno only. Everything else runs on
- * the dumper thread or at exit.
+ * sigaction, pthread_sigmask, raise, getpid, exit_group and errno only
+ * (and _exit adds gettid). Everything else runs on the dumper thread or at
+ * exit.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -82,6 +102,10 @@ static int cpu_hz;
 static unsigned long long seq; /* dumps written, for the Seq header */
 static atomic_bool configured;
 static atomic_bool terminating; /* the final dump (signal or exit) began */
+/* The process that configured dumps, and the one the dump state belongs
+ * to now (a fork child's, once its atfork handler ran). */
+static _Atomic pid_t origin_pid, self_pid;
+static atomic_bool exec_tried; /* this fork child tried to exec */
 static struct sigaction previous[CPROF__ARRAY_LEN(dump_signals)];
 static bool installed[CPROF__ARRAY_LEN(dump_signals)];
 
@@ -91,7 +115,9 @@ static bool installed[CPROF__ARRAY_LEN(dump_signals)];
 static _Atomic int wake_word;
 static atomic_bool usr1_pending;
 static _Atomic int term_sig; /* the first terminating signal, or 0 */
+static atomic_bool exit_pending; /* _exit asked for the final dump */
 static _Atomic int final_done;
+static _Atomic pid_t final_tid; /* the thread writing the final dump */
 
 /* Where dumps go. */
 typedef struct dump_out {
@@ -100,11 +126,16 @@ typedef struct dump_out {
   ino_t ino;        /* the file fd was opened on */
   bool socket;      /* written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
   bool never_waits; /* a non-blocking description of cprof's own, or a file */
+  bool fifo;
 } dump_out;
 
 static dump_out file_out = {.fd = -1}; /* CPROF_DUMP_OUT */
 static dump_out err_out = {.fd = -1};  /* cprof's own stderr */
-static char *pending_fifo;             /* a FIFO with no reader yet */
+static char *out_path;                 /* CPROF_DUMP_OUT */
+static bool fifo_pending;              /* out_path: a FIFO to open again */
+/* In a fork child: fd 2, while it is the file err_out was opened on. */
+static bool stderr_borrowed;
+static dump_out borrowed_out = {.fd = -1};
 
 int cprof__cpu_default_hz(void) {
   long long hz;
@@ -185,6 +216,7 @@ static bool out_set(dump_out *o, int fd, bool nonblocking) {
   o->dev = st.st_dev;
   o->ino = st.st_ino;
   o->socket = S_ISSOCK(st.st_mode);
+  o->fifo = S_ISFIFO(st.st_mode);
   o->never_waits = nonblocking || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
   return true;
 }
@@ -233,6 +265,7 @@ static int open_out(const char *path, int flags) {
 static void open_dump_out(const char *path) {
   char q[CPROF__QUOTED_SIZE];
   cprof__quoted(q, sizeof q, path);
+  out_path = cprof__strdup(path);
   int fd = open_out(path, O_CREAT);
   if (fd >= 0) {
     fd = move_high(fd);
@@ -241,8 +274,9 @@ static void open_dump_out(const char *path) {
   }
   int e = errno;
   struct stat st;
-  if (e == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
-    pending_fifo = cprof__strdup(path);
+  if (e == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode) &&
+      out_path) {
+    fifo_pending = true;
     cprof__warn("CPROF_DUMP_OUT=%s: a FIFO with no reader yet; dumping to "
                 "stderr until one opens it",
                 q);
@@ -254,19 +288,26 @@ static void open_dump_out(const char *path) {
 /* The output for this dump; dump_lock held. A FIFO that had no reader is
  * tried again, without waiting. */
 static dump_out *current_out(void) {
-  if (file_out.fd < 0 && pending_fifo) {
-    int fd = open_out(pending_fifo, 0);
+  if (file_out.fd < 0 && fifo_pending) {
+    int fd = open_out(out_path, 0);
     if (fd >= 0) {
       fd = move_high(fd);
-      if (out_set(&file_out, fd, true)) {
-        cprof__free(pending_fifo);
-        pending_fifo = NULL;
-      } else {
+      if (out_set(&file_out, fd, true))
+        fifo_pending = false;
+      else
         close(fd);
-      }
     }
   }
-  return file_out.fd >= 0 ? &file_out : &err_out;
+  if (file_out.fd >= 0) return &file_out;
+  if (!stderr_borrowed) return &err_out;
+  /* A fork child's stderr: fd 2, shared with the program (so written in
+   * pieces a pipe takes at once), only while it is the same file. */
+  struct stat st;
+  borrowed_out.fd = -1;
+  if (fstat(STDERR_FILENO, &st) == 0 && st.st_dev == err_out.dev &&
+      st.st_ino == err_out.ino)
+    out_set(&borrowed_out, STDERR_FILENO, false);
+  return &borrowed_out;
 }
 
 /* Waits until fd takes more bytes: 0, CPROF_ECANCELED when stall_end or
@@ -363,6 +404,16 @@ static int write_block(dump_out *o, const char *name, int debug,
   return err;
 }
 
+/* Starts the CPU session for dumps, which follows the process into its
+ * fork children; dump_lock held or not yet shared. */
+static void start_cpu(void) {
+  int err = cprof__cpu_session_start(cpu_hz, &cpu_session);
+  if (err)
+    cprof__warn("CPU profile for dumps: %s", cprof_strerror(err));
+  else
+    cprof__cpu_session_follow_forks(cpu_session);
+}
+
 /* Writes every listed profile; dump_lock held. The CPU window ends here
  * and, when the program carries on, a new one starts. Once the output has
  * failed, the rest of the dump is not even collected. */
@@ -379,7 +430,7 @@ static void dump_all(const char *reason, bool restart_cpu) {
       if (!cpu_session) continue;
       err = cprof__cpu_session_stop(cpu_session, out_err ? NULL : &sink);
       cpu_session = NULL;
-      if (restart_cpu) cprof__cpu_session_start(cpu_hz, &cpu_session);
+      if (restart_cpu) start_cpu();
     } else if (out_err) {
       continue;
     } else {
@@ -401,6 +452,7 @@ static void dump_all(const char *reason, bool restart_cpu) {
 /* The final dump, once, whichever of a terminating signal and exit comes
  * first; then every terminating handler waiting for it is released. */
 static void final_dump(const char *reason) {
+  atomic_store(&final_tid, (pid_t)syscall(SYS_gettid));
   cprof__lock(&dump_lock);
   if (!atomic_exchange(&terminating, true)) dump_all(reason, false);
   cprof__unlock(&dump_lock);
@@ -446,14 +498,21 @@ static _Noreturn void die_of(int sig) {
   pthread_sigmask(SIG_UNBLOCK, &one, NULL);
   raise(sig);
   /* A signal the kernel would not deliver (it cannot happen for these)
-   * must still end the process as asked. */
-  _exit(128 + sig);
+   * must still end the process as asked (not through cprof's _exit,
+   * which would wait for the dump again). */
+  for (;;) syscall(SYS_exit_group, 128 + sig);
+}
+
+/* True in the process the dump state belongs to (not in a vfork child,
+ * nor a child that fork's handlers did not run in). Signal-safe. */
+static bool own_process(void) {
+  return atomic_load(&configured) && getpid() == atomic_load(&self_pid);
 }
 
 static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
   int saved_errno = errno;
   int idx = signal_index(sig);
-  bool live = atomic_load(&configured);
+  bool live = own_process();
   bool terminal = sig != SIGUSR1;
   if (live) request_dump(sig);
   if (idx >= 0 && is_handler(&previous[idx])) {
@@ -478,6 +537,7 @@ static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
 /* True once a terminating signal is ending the process: no SIGUSR1 dump
  * starts then (it would be cut off). */
 static bool dying(void) {
+  if (atomic_load(&exit_pending)) return true;
   int sig = atomic_load(&term_sig);
   int idx = sig ? signal_index(sig) : -1;
   return idx >= 0 && !is_handler(&previous[idx]);
@@ -498,7 +558,8 @@ static void *dumper_main(void *arg) {
      * dump runs changes wake_word again and makes one more dump. */
     seen = now;
     int sig = atomic_load(&term_sig);
-    if (sig && !atomic_load(&final_done)) final_dump(signal_name(sig));
+    if ((sig || atomic_load(&exit_pending)) && !atomic_load(&final_done))
+      final_dump(sig ? signal_name(sig) : "_exit");
     if (atomic_exchange(&usr1_pending, false) && !dying()) {
       cprof__lock(&dump_lock);
       dump_all("SIGUSR1", true);
@@ -509,7 +570,9 @@ static void *dumper_main(void *arg) {
 }
 
 static void dump_at_exit(void) {
-  if (!atomic_load(&configured) || atomic_load(&terminating)) return;
+  if (!own_process() || atomic_load(&terminating) ||
+      atomic_load(&exec_tried))
+    return;
   /* A dump signal arriving now waits for this dump rather than interrupt
    * it on this thread (its handler would wait for a dump that cannot
    * finish until it returns). */
@@ -553,21 +616,86 @@ static int install_signals(void) {
   return 0;
 }
 
-static void child_after_fork(void) {
-  /* The dumper thread does not exist in a child: dumps there would wait on
-   * nobody, so the child's handlers fall back to the previous behaviour,
-   * and cprof's descriptors (which would hold the parent's stderr pipe
-   * open) are closed. */
-  if (!atomic_load(&configured)) return;
+/* Restores the signals cprof took over (dumps end in this process). */
+static void uninstall_signals(void) {
   for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
     if (installed[i]) sigaction(dump_signals[i], &previous[i], NULL);
-  atomic_store(&configured, false);
-  cprof__warn_redirect(-1);
-  if (file_out.fd >= 0) close(file_out.fd);
-  if (err_out.fd >= 0) close(err_out.fd);
-  file_out.fd = err_out.fd = -1;
-  pthread_mutex_init(&dump_lock, NULL);
 }
+
+static void child_after_fork(void) {
+  /* The child dumps as its parent does, from a fresh state: its own
+   * dumper (the parent's does not exist here), its own Seq count, no
+   * request pending. */
+  if (!atomic_load(&configured)) return;
+  pthread_mutex_init(&dump_lock, NULL);
+  atomic_store(&self_pid, getpid());
+  atomic_store(&exec_tried, false);
+  atomic_store(&terminating, false);
+  atomic_store(&term_sig, 0);
+  atomic_store(&exit_pending, false);
+  atomic_store(&usr1_pending, false);
+  atomic_store(&final_done, 0);
+  atomic_store(&final_tid, 0);
+  atomic_store(&wake_word, 0);
+  seq = 0;
+  /* No descriptor of cprof's may keep the parent's stderr or FIFO open
+   * (a daemon's starter waits for the end of that pipe): stderr is fd 2
+   * while it is the same file, a FIFO is opened again at each dump. */
+  cprof__warn_redirect(-1);
+  if (err_out.fd >= 0) {
+    close(err_out.fd);
+    err_out.fd = -1;
+    stderr_borrowed = true;
+  }
+  if (file_out.fd >= 0 && file_out.fifo && out_path) {
+    close(file_out.fd);
+    file_out.fd = -1;
+    fifo_pending = true;
+  }
+  pthread_t t;
+  if (cprof__thread_spawn(&t, dumper_main, NULL, "cprof-dump") != 0) {
+    /* Without a dumper the handlers would wait for nobody. */
+    uninstall_signals();
+    atomic_store(&configured, false);
+    return;
+  }
+  pthread_detach(t);
+}
+
+void cprof__dump_exec_attempt(pid_t pid) {
+  if (pid == atomic_load(&self_pid) && pid != atomic_load(&origin_pid))
+    atomic_store(&exec_tried, true);
+}
+
+/* _exit and _Exit, from libc (or a sanitizer's interceptor) underneath. */
+typedef void (*exit_fn)(int);
+static _Atomic(exit_fn) real_exit, real_Exit;
+
+/* The final dump before _exit: in the process that configured dumps only,
+ * once, and never by the thread writing it. Async-signal-safe. */
+static void dump_before_exit(void) {
+  if (!own_process() || getpid() != atomic_load(&origin_pid) ||
+      atomic_load(&final_done))
+    return;
+  if (atomic_load(&final_tid) == (pid_t)syscall(SYS_gettid)) return;
+  if (!atomic_load(&terminating)) {
+    atomic_store(&exit_pending, true);
+    atomic_fetch_add(&wake_word, 1);
+    futex_wake(&wake_word);
+  }
+  wait_final();
+}
+
+static _Noreturn void exit_through(_Atomic(exit_fn) *real, int status) {
+  dump_before_exit();
+  exit_fn f = atomic_load(real);
+  if (f) f(status);
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+CPROF_EXPORT void _exit(int status) { exit_through(&real_exit, status); }
+
+CPROF_EXPORT void _Exit(int status) { exit_through(&real_Exit, status); }
 
 /* Sets the rates the spec gives, process-wide: the heap sampling rate
  * (heap and allocs), the mutex fraction and the block rate. */
@@ -605,6 +733,8 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
     return CPROF_EBUSY;
   }
   spec = parsed;
+  atomic_store(&origin_pid, getpid());
+  atomic_store(&self_pid, getpid());
   const char *path = cprof__env_str("CPROF_DUMP_OUT");
   if (path) open_dump_out(path);
   if (file_out.fd < 0) keep_stderr();
@@ -612,8 +742,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   for (size_t i = 0; i < spec.n; i++) {
     if (strcmp(spec.items[i].name, "cpu") != 0) continue;
     cpu_hz = spec.items[i].hz ? spec.items[i].hz : cprof__cpu_default_hz();
-    int err = cprof__cpu_session_start(cpu_hz, &cpu_session);
-    if (err) cprof__warn("CPU profile for dumps: %s", cprof_strerror(err));
+    start_cpu();
   }
   pthread_t t;
   if (cprof__thread_spawn(&t, dumper_main, NULL, "cprof-dump") != 0) {
@@ -633,6 +762,10 @@ int cprof_dump_configure(const char *text, char *errbuf, size_t errlen) {
 }
 
 void cprof__dump_env_init(void) {
+  /* Resolved whether or not dumps are configured: _exit is interposed
+   * for the whole life of the process. */
+  atomic_store(&real_exit, (exit_fn)dlsym(RTLD_NEXT, "_exit"));
+  atomic_store(&real_Exit, (exit_fn)dlsym(RTLD_NEXT, "_Exit"));
   const char *text = cprof__env_str("CPROF_DUMP");
   if (!text) return;
   char why[320];

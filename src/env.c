@@ -8,6 +8,9 @@
  * the value holds. cprof__warn writes the lines, to the stderr the program
  * started with when dumps keep a descriptor on it (cprof__warn_redirect),
  * and never raises SIGPIPE in the program (cprof__pipe_guard).
+ * Variables the constructor took out of the environment (init.c) still
+ * read as they were. This file depends on no other module of cprof's, so
+ * the fuzzers can link it alone.
  */
 #include <errno.h>
 #include <limits.h>
@@ -192,9 +195,62 @@ void cprof__warn(const char *fmt, ...) {
 
 static atomic_bool secure_warned;
 
+/* The "NAME=VALUE" strings the constructor took out of the environment
+ * (init.c), which still read as set here. */
+static char *const *removed;
+static size_t nremoved;
+
+void cprof__env_keep_removed(char *const *entries, size_t n) {
+  removed = entries;
+  nremoved = n;
+}
+
+/* The removed value of name, or NULL. */
+static const char *removed_value(const char *name) {
+  size_t n = strlen(name);
+  for (size_t i = 0; i < nremoved; i++)
+    if (strncmp(removed[i], name, n) == 0 && removed[i][n] == '=')
+      return removed[i] + n + 1;
+  return NULL;
+}
+
+bool cprof__expand_pid(char *out, size_t outlen, const char *s, long pid) {
+  char num[24];
+  int nlen = snprintf(num, sizeof num, "%ld", pid);
+  size_t o = 0;
+  if (outlen == 0) return false;
+  for (; *s; s++) {
+    const char *piece = s;
+    size_t len = 1;
+    if (s[0] == '%' && s[1] == 'p') {
+      piece = num;
+      len = (size_t)nlen;
+      s++;
+    }
+    if (o + len >= outlen) {
+      out[o] = '\0';
+      return false;
+    }
+    memcpy(out + o, piece, len);
+    o += len;
+  }
+  out[o] = '\0';
+  return true;
+}
+
+/* CPROF_HTTP with its %p expanded; normal context, so one buffer does. */
+static const char *per_process(const char *name, const char *v) {
+  static char expanded[4096];
+  if (!v || strcmp(name, "CPROF_HTTP") != 0 || !strstr(v, "%p")) return v;
+  if (!cprof__expand_pid(expanded, sizeof expanded, v, (long)getpid()))
+    return v;
+  return expanded;
+}
+
 const char *cprof__env_lookup(const char *name, unsigned long at_secure) {
   const char *v = getenv(name);
-  if (!v || !at_secure) return v;
+  if (!v) v = removed_value(name);
+  if (!v || !at_secure) return per_process(name, v);
   if (!atomic_exchange(&secure_warned, true))
     cprof__warn("privileged process (setuid, setgid or file capabilities): "
                 "CPROF_* environment variables ignored");

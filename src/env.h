@@ -35,7 +35,10 @@ CPROF__HIDDEN bool cprof__env_int(const char *name, long long min,
 CPROF__HIDDEN const char *cprof__env_str(const char *name);
 
 /* The value of a variable as getenv has it (NULL when unset), or NULL in a
- * privileged process. Every CPROF_* variable is read through here. */
+ * privileged process. Every CPROF_* variable is read through here; one that
+ * the constructor took out of the environment still reads as it was. In
+ * CPROF_HTTP every %p reads as the process's pid, so that processes that
+ * inherit the address never contend for one socket. */
 CPROF__HIDDEN const char *cprof__env_get(const char *name);
 
 /* The decision behind cprof__env_get, with the process's AT_SECURE value
@@ -44,6 +47,16 @@ CPROF__HIDDEN const char *cprof__env_get(const char *name);
  * variable that is set is ignored, one line says why. */
 CPROF__HIDDEN const char *cprof__env_lookup(const char *name,
                                             unsigned long at_secure);
+
+/* Writes s into out (outlen bytes, always terminated) with every "%p"
+ * replaced by pid. Returns false when it does not fit. Pure. */
+CPROF__HIDDEN bool cprof__expand_pid(char *out, size_t outlen, const char *s,
+                                     long pid);
+
+/* Entries ("NAME=VALUE", kept for the life of the process) that the
+ * constructor took out of the environment (init.c): cprof__env_get still
+ * reads them. Called once, before other threads run. */
+CPROF__HIDDEN void cprof__env_keep_removed(char *const *entries, size_t n);
 
 /* How many bytes of a value messages show, and a buffer that holds any
  * value quoted by cprof__quoted. */

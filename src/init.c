@@ -5,14 +5,42 @@
  * preloaded library and never fails the host: whatever cannot be set up is
  * left disabled.
  *
+ * Last, it decides what programs the host execs inherit: once every module
+ * has read its settings, the CPROF_* variables and cprof's LD_PRELOAD entry
+ * leave the environment (env.h), so exec'd children run unprofiled unless
+ * CPROF_FOLLOW_EXEC=1 asks to keep them. An exec that keeps the pid (a
+ * wrapper script's `exec prog`) is the same process going on: the exec
+ * interposers here give it its settings back. They change nothing for an
+ * exec from any other process (a fork or vfork child), where only getpid
+ * runs before the real exec, so they are as async-signal-safe as exec is.
+ *
+ * The cprof tool, linked with the library, reads CPROF_* variables of its
+ * own and passes others on to `cprof run`'s program: it defines
+ * cprof_tool_environment and keeps its environment as it is.
+ *
  * A static link only pulls in archive members that resolve a symbol, and
  * nothing calls a constructor; mem.c, which every module uses, refers to
  * cprof__init_anchor so this file always comes along.
  */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "contention.h"
 #include "dump.h"
+#include "env.h"
 #include "heap.h"
 #include "http.h"
+#include "mem.h"
 #include "push.h"
 #include "stack.h"
 #include "stacktab.h"
@@ -20,7 +48,261 @@
 
 const int cprof__init_anchor = 1;
 
+/* Defined by the cprof tool only. */
+extern const int cprof_tool_environment __attribute__((weak));
+
+typedef int (*execve_fn)(const char *, char *const[], char *const[]);
+typedef int (*fexecve_fn)(int, char *const[], char *const[]);
+
+static _Atomic(execve_fn) real_execve, real_execvpe;
+static _Atomic(fexecve_fn) real_fexecve;
+
+static void resolve_exec(void) {
+  atomic_store(&real_execve, (execve_fn)dlsym(RTLD_NEXT, "execve"));
+  atomic_store(&real_execvpe, (execve_fn)dlsym(RTLD_NEXT, "execvpe"));
+  atomic_store(&real_fexecve, (fexecve_fn)dlsym(RTLD_NEXT, "fexecve"));
+}
+
+/* What detach_environment took out of the environment: the "NAME=VALUE"
+ * strings themselves (unsetenv frees none), and LD_PRELOAD as it was, as
+ * it was left, and cprof's entry in it. Written once, by the constructor,
+ * before other threads run. */
+static char **removed;
+static size_t nremoved;
+static char *preload_orig;  /* NULL: cprof's entry was not taken out */
+static char *preload_after;  /* NULL: LD_PRELOAD was unset */
+static char *preload_own;
+static size_t preload_own_at; /* bytes of preload_after ahead of it */
+static _Atomic pid_t detached_pid;
+
+/* LD_PRELOAD separates its entries with colons or spaces. */
+static bool preload_sep(char c) { return c == ':' || c == ' '; }
+
+/* True when entry (len bytes) of LD_PRELOAD names the library this code is
+ * in: the same file, or for a bare name (which the loader looked up), the
+ * same file name. */
+static bool is_own_entry(const char *entry, size_t len, const char *own,
+                         const struct stat *own_st) {
+  char path[PATH_MAX];
+  if (len == 0 || len >= sizeof path) return false;
+  memcpy(path, entry, len);
+  path[len] = '\0';
+  if (!memchr(path, '/', len)) {
+    const char *base = strrchr(own, '/');
+    return strcmp(path, base ? base + 1 : own) == 0;
+  }
+  struct stat st;
+  return stat(path, &st) == 0 && st.st_dev == own_st->st_dev &&
+         st.st_ino == own_st->st_ino;
+}
+
+/* Takes cprof's entry out of LD_PRELOAD, keeping the others in their
+ * order; remembers what it was. */
+static void detach_preload(void) {
+  const char *cur = getenv("LD_PRELOAD");
+  Dl_info info;
+  struct stat own_st;
+  if (!cur || !*cur || !dladdr((void *)&cprof__init_anchor, &info) ||
+      !info.dli_fname || !*info.dli_fname || stat(info.dli_fname, &own_st) != 0)
+    return;
+  size_t n = strlen(cur);
+  char *kept = cprof__malloc(n + 1);
+  char *own = cprof__malloc(n + 1);
+  char *orig = cprof__strdup(cur);
+  if (!kept || !own || !orig) goto out;
+  size_t k = 0, own_at = 0;
+  bool found = false;
+  for (const char *p = cur; *p;) {
+    while (*p && preload_sep(*p)) p++;
+    const char *e = p;
+    while (*e && !preload_sep(*e)) e++;
+    size_t len = (size_t)(e - p);
+    if (len && is_own_entry(p, len, info.dli_fname, &own_st)) {
+      if (!found) {
+        memcpy(own, p, len);
+        own[len] = '\0';
+        own_at = k;
+      }
+      found = true;
+    } else if (len) {
+      if (k) kept[k++] = ':';
+      memcpy(kept + k, p, len);
+      k += len;
+    }
+    p = e;
+  }
+  kept[k] = '\0';
+  if (!found) goto out;
+  cprof__guard_enter();
+  int rc = k ? setenv("LD_PRELOAD", kept, 1) : unsetenv("LD_PRELOAD");
+  cprof__guard_exit();
+  if (rc != 0) goto out;
+  preload_orig = orig;
+  preload_after = k ? kept : NULL;
+  preload_own = own;
+  preload_own_at = own_at;
+  if (!k) cprof__free(kept);
+  return;
+out:
+  cprof__free(kept);
+  cprof__free(own);
+  cprof__free(orig);
+}
+
+/* Takes the variable named by entry ("NAME=VALUE") out of the environment
+ * and keeps entry. */
+static void detach_entry(char *entry, size_t *cap) {
+  const char *eq = strchr(entry, '=');
+  char name[256];
+  size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
+  if (len == 0 || len >= sizeof name) return;
+  memcpy(name, entry, len);
+  name[len] = '\0';
+  if (nremoved == *cap) {
+    size_t c = *cap ? *cap * 2 : 16;
+    char **r = cprof__realloc(removed, c * sizeof *r);
+    if (!r) return;
+    removed = r;
+    *cap = c;
+  }
+  cprof__guard_enter();
+  int rc = unsetenv(name);
+  cprof__guard_exit();
+  if (rc == 0) removed[nremoved++] = entry;
+}
+
+/* What exec'd children inherit, once every module has read its settings.
+ * Unless follow_exec, every CPROF_* variable leaves the environment
+ * (unsetenv, which frees no string the program may hold) and cprof's own
+ * entry leaves LD_PRELOAD (the others stay, in their order), so programs
+ * the host execs run unprofiled. With follow_exec only CPROF_HTTP goes,
+ * unless it has a %p (one port cannot serve two processes). Nothing
+ * changes in a privileged process. What was taken out is kept, for
+ * cprof__env_get and for an exec that keeps the pid. */
+static void detach_environment(bool follow_exec) {
+  if (getauxval(AT_SECURE) || !environ) return;
+  /* Collected first: unsetenv moves the entries of environ. */
+  size_t n = 0, cap = 0;
+  for (char **e = environ; *e; e++) n++;
+  char **mine = cprof__malloc((n + 1) * sizeof *mine);
+  if (!mine) return;
+  size_t m = 0;
+  for (char **e = environ; *e; e++) {
+    if (strncmp(*e, "CPROF_", 6) != 0) continue;
+    /* Followed children profile themselves, with everything but an
+     * address only one process can serve on. */
+    if (follow_exec && !(strncmp(*e, "CPROF_HTTP=", 11) == 0 &&
+                         !strstr(*e + 11, "%p")))
+      continue;
+    mine[m++] = *e;
+  }
+  for (size_t i = 0; i < m; i++) detach_entry(mine[i], &cap);
+  cprof__free(mine);
+  if (!follow_exec) detach_preload();
+  cprof__env_keep_removed(removed, nremoved);
+  if (nremoved || preload_orig) atomic_store(&detached_pid, getpid());
+}
+
+/* True when envp sets the variable of entry ("NAME=..."). */
+static bool env_has(char *const envp[], const char *entry) {
+  size_t n = strcspn(entry, "=");
+  for (size_t i = 0; envp && envp[i]; i++)
+    if (strncmp(envp[i], entry, n) == 0 && envp[i][n] == '=') return true;
+  return false;
+}
+
+/* True when LD_PRELOAD value v has entry own. */
+static bool preload_has(const char *v, const char *own) {
+  size_t n = strlen(own);
+  for (const char *p = v; *p;) {
+    while (*p && preload_sep(*p)) p++;
+    const char *e = p;
+    while (*e && !preload_sep(*e)) e++;
+    if ((size_t)(e - p) == n && memcmp(p, own, n) == 0) return true;
+    p = e;
+  }
+  return false;
+}
+
+/* Appends n bytes of s at out[*o], within outlen (terminated). */
+static void put(char *out, size_t outlen, size_t *o, const char *s, size_t n) {
+  if (*o + n >= outlen) n = outlen - *o - 1;
+  memcpy(out + *o, s, n);
+  *o += n;
+  out[*o] = '\0';
+}
+
+/* The LD_PRELOAD value for an exec that keeps the pid, given the one envp
+ * has (cur, NULL when unset), written into out: as it was when the program
+ * left it as cprof did; else cur with cprof's entry where it was (after
+ * the entries that came before it, when cur still starts with them), or
+ * first. Only memcpy, for exec's signal safety. */
+static void preload_for_exec(const char *cur, char *out, size_t outlen) {
+  size_t o = 0;
+  out[0] = '\0';
+  if (cur ? preload_after && strcmp(cur, preload_after) == 0 : !preload_after) {
+    put(out, outlen, &o, preload_orig, strlen(preload_orig));
+    return;
+  }
+  if (!cur) cur = "";
+  size_t at = preload_own_at;
+  if (preload_has(cur, preload_own)) {
+    /* Still there: cur as it is. */
+  } else if (at && preload_after && strncmp(cur, preload_after, at) == 0 &&
+             (cur[at] == '\0' || preload_sep(cur[at]))) {
+    /* After the entries that came before cprof's, as they still do. */
+    put(out, outlen, &o, cur, at);
+    put(out, outlen, &o, ":", 1);
+    put(out, outlen, &o, preload_own, strlen(preload_own));
+    cur += at;
+  } else {
+    put(out, outlen, &o, preload_own, strlen(preload_own));
+    if (*cur) put(out, outlen, &o, ":", 1);
+  }
+  put(out, outlen, &o, cur, strlen(cur));
+}
+
+/* For an exec that keeps the pid (a shell's `exec prog`): how many
+ * pointers the environment given back needs (0: nothing was taken out),
+ * and in *preload_len the bytes its LD_PRELOAD entry needs. */
+static size_t exec_env_size(char *const envp[], size_t *preload_len) {
+  if (!nremoved && !preload_orig) return 0;
+  size_t n = 0;
+  const char *cur = NULL;
+  for (; envp && envp[n]; n++)
+    if (strncmp(envp[n], "LD_PRELOAD=", 11) == 0) cur = envp[n] + 11;
+  *preload_len = 0;
+  if (preload_orig)
+    *preload_len = 11 + strlen(preload_orig) + strlen(preload_own) + 2 +
+                   (cur ? strlen(cur) : 0) + 1;
+  return n + nremoved + 2;
+}
+
+/* Fills out with envp and what detach_environment took out (the
+ * variables envp does not set, and cprof's LD_PRELOAD entry), in the
+ * caller's buffers: nothing allocated, locked or written elsewhere, so it
+ * is async-signal-safe, as exec is. */
+static void exec_env_fill(char *const envp[], char **out, char *preload,
+                          size_t preload_len) {
+  const char *cur = NULL;
+  for (size_t i = 0; envp && envp[i]; i++)
+    if (strncmp(envp[i], "LD_PRELOAD=", 11) == 0) cur = envp[i] + 11;
+  size_t k = 0;
+  for (size_t i = 0; envp && envp[i]; i++)
+    if (!preload_orig || strncmp(envp[i], "LD_PRELOAD=", 11) != 0)
+      out[k++] = envp[i];
+  if (preload_orig) {
+    memcpy(preload, "LD_PRELOAD=", 11);
+    preload_for_exec(cur, preload + 11, preload_len - 11);
+    out[k++] = preload;
+  }
+  for (size_t i = 0; i < nremoved; i++)
+    if (!env_has(envp, removed[i])) out[k++] = removed[i];
+  out[k] = NULL;
+}
+
 __attribute__((constructor)) static void cprof__init(void) {
+  resolve_exec();
   cprof__stacktab_init();
   cprof__stack_register_thread();
   cprof__stack_init();
@@ -31,4 +313,130 @@ __attribute__((constructor)) static void cprof__init(void) {
   cprof__dump_env_init();
   cprof__http_env_init();
   cprof__push_env_init();
+  /* After every setting was read: what exec'd children inherit. */
+  if (&cprof_tool_environment == NULL) {
+    long long follow = 0;
+    cprof__env_int("CPROF_FOLLOW_EXEC", 0, 1, "exec'd programs not followed",
+                   &follow);
+    detach_environment(follow == 1);
+  }
+}
+
+/* Environments larger than this go to an exec that keeps the pid as they
+ * are (the settings are rebuilt on the stack). */
+#define EXEC_ENV_MAX (256 * 1024)
+
+/* Runs exec with envp, or for an exec that keeps the pid (this is the
+ * process whose environment was changed), with cprof's settings put back,
+ * built on this stack: nothing is allocated, so an exec from a signal
+ * handler stays safe. In a fork child, the dump state learns that the
+ * child is being replaced. */
+#define EXEC_WITH_ENV(envp, call)                                          \
+  do {                                                                     \
+    pid_t pid_ = getpid();                                                 \
+    size_t plen_ = 0, slots_ = 0;                                          \
+    if (pid_ == atomic_load(&detached_pid))                                \
+      slots_ = exec_env_size((envp), &plen_);                              \
+    else                                                                   \
+      cprof__dump_exec_attempt(pid_);                                      \
+    if (slots_ && slots_ * sizeof(char *) + plen_ <= EXEC_ENV_MAX) {       \
+      char *env_[slots_];                                                  \
+      char preload_[plen_ + 1];                                            \
+      exec_env_fill((envp), env_, preload_, plen_ + 1);                    \
+      char *const *use_ = env_;                                            \
+      call;                                                                \
+    } else {                                                               \
+      char *const *use_ = (envp);                                          \
+      call;                                                                \
+    }                                                                      \
+  } while (0)
+
+static int do_execve(const char *path, char *const argv[],
+                     char *const envp[]) {
+  execve_fn real = atomic_load(&real_execve);
+  int rc;
+  if (real)
+    EXEC_WITH_ENV(envp, rc = real(path, argv, use_));
+  else
+    EXEC_WITH_ENV(envp, rc = (int)syscall(SYS_execve, path, argv, use_));
+  return rc;
+}
+
+static int do_execvpe(const char *file, char *const argv[],
+                      char *const envp[]) {
+  execve_fn real = atomic_load(&real_execvpe);
+  if (!real) {
+    /* Only before the constructor, from another library's. */
+    real = (execve_fn)dlsym(RTLD_NEXT, "execvpe");
+    if (!real) {
+      errno = ENOSYS;
+      return -1;
+    }
+  }
+  int rc;
+  EXEC_WITH_ENV(envp, rc = real(file, argv, use_));
+  return rc;
+}
+
+CPROF_EXPORT int execve(const char *path, char *const argv[],
+                        char *const envp[]) {
+  return do_execve(path, argv, envp);
+}
+
+CPROF_EXPORT int execv(const char *path, char *const argv[]) {
+  return do_execve(path, argv, environ);
+}
+
+CPROF_EXPORT int execvpe(const char *file, char *const argv[],
+                         char *const envp[]) {
+  return do_execvpe(file, argv, envp);
+}
+
+CPROF_EXPORT int execvp(const char *file, char *const argv[]) {
+  return do_execvpe(file, argv, environ);
+}
+
+CPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+  fexecve_fn real = atomic_load(&real_fexecve);
+  if (!real) {
+    errno = ENOSYS;
+    return -1;
+  }
+  int rc;
+  EXEC_WITH_ENV(envp, rc = real(fd, argv, use_));
+  return rc;
+}
+
+/* The execl family: the arguments gathered on the stack, as glibc does,
+ * up to the terminating NULL (and, for execle, the environment after it). */
+#define GATHER_ARGS(arg, ap, argv)                                        \
+  size_t n_ = 1;                                                          \
+  va_start(ap, arg);                                                      \
+  while (va_arg(ap, const char *)) n_++;                                  \
+  va_end(ap);                                                             \
+  char *argv[n_ + 1];                                                     \
+  argv[0] = (char *)(arg);                                                \
+  va_start(ap, arg);                                                      \
+  for (size_t i_ = 1; i_ <= n_; i_++) argv[i_] = va_arg(ap, char *)
+
+CPROF_EXPORT int execl(const char *path, const char *arg, ...) {
+  va_list ap;
+  GATHER_ARGS(arg, ap, argv);
+  va_end(ap);
+  return do_execve(path, argv, environ);
+}
+
+CPROF_EXPORT int execlp(const char *file, const char *arg, ...) {
+  va_list ap;
+  GATHER_ARGS(arg, ap, argv);
+  va_end(ap);
+  return do_execvpe(file, argv, environ);
+}
+
+CPROF_EXPORT int execle(const char *path, const char *arg, ...) {
+  va_list ap;
+  GATHER_ARGS(arg, ap, argv);
+  char *const *envp = va_arg(ap, char *const *);
+  va_end(ap);
+  return do_execve(path, argv, envp);
 }

@@ -811,7 +811,8 @@ static const char run_help[] =
     "SYNOPSIS\n"
     "    cprof run [--http ADDR] [--dump SPEC] [--dump-out FILE]\n"
     "              [--heap-rate N] [--cpu-hz N] [--mutex-fraction N]\n"
-    "              [--block-rate NS] [--unwind MODE] -- PROG [ARGS...]\n"
+    "              [--block-rate NS] [--unwind MODE] [--follow-exec]\n"
+    "              -- PROG [ARGS...]\n"
     "\n"
     "DESCRIPTION\n"
     "    Runs PROG with libcprof preloaded (LD_PRELOAD, added in front of any\n"
@@ -821,6 +822,12 @@ static const char run_help[] =
     "    for next to the cprof binary, then in the library directory beside\n"
     "    it (../lib where it is installed), then in the directory it was\n"
     "    configured to be installed to.\n"
+    "\n"
+    "    Programs PROG execs run unprofiled: the library takes its variables\n"
+    "    and its LD_PRELOAD entry out of PROG's environment once it has read\n"
+    "    them. An exec that keeps the pid (a wrapper script's exec \"$@\")\n"
+    "    is still PROG and stays profiled. Children PROG forks without exec\n"
+    "    are profiled, and their dumps carry their own pid.\n"
     "\n"
     "OPTIONS (before PROG)\n"
     "    Options end at -- or at the first argument that is not one, which\n"
@@ -839,6 +846,10 @@ static const char run_help[] =
     "    --unwind MODE        how stacks are walked (CPROF_UNWIND): auto (CFI\n"
     "                         where there is any, frame pointers elsewhere;\n"
     "                         the default), fp or cfi\n"
+    "    --follow-exec        profile the programs PROG execs too, each with\n"
+    "                         dumps marked with its pid (CPROF_FOLLOW_EXEC=1);\n"
+    "                         --http goes to them only when ADDR has a %p,\n"
+    "                         which each process reads as its pid\n"
     "\n"
     "EXIT STATUS\n"
     "    PROG's own; 127 when PROG cannot be run, 2 for a usage error.\n";
@@ -876,6 +887,11 @@ static int find_library(char *out, size_t len) {
   return -1;
 }
 
+/* The library leaves the environment of the process it is linked into as
+ * it is when the process defines this (init.c): this tool reads CPROF_*
+ * variables of its own and sets those `cprof run` passes on. */
+CPROF_EXPORT const int cprof_tool_environment = 1;
+
 static int cmd_run(int argc, char **argv) {
   enum {
     O_HTTP = 1,
@@ -885,7 +901,8 @@ static int cmd_run(int argc, char **argv) {
     O_CPU,
     O_MUTEX,
     O_BLOCK,
-    O_UNWIND
+    O_UNWIND,
+    O_FOLLOW_EXEC
   };
   static const struct option longopts[] = {
       {"http", required_argument, NULL, O_HTTP},
@@ -896,19 +913,25 @@ static int cmd_run(int argc, char **argv) {
       {"mutex-fraction", required_argument, NULL, O_MUTEX},
       {"block-rate", required_argument, NULL, O_BLOCK},
       {"unwind", required_argument, NULL, O_UNWIND},
+      {"follow-exec", no_argument, NULL, O_FOLLOW_EXEC},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   static const char *const env_of[] = {
       [O_HTTP] = "CPROF_HTTP",           [O_DUMP] = "CPROF_DUMP",
       [O_DUMP_OUT] = "CPROF_DUMP_OUT",   [O_HEAP] = "CPROF_HEAP_RATE",
       [O_CPU] = "CPROF_CPU_HZ",          [O_MUTEX] = "CPROF_MUTEX_FRACTION",
-      [O_BLOCK] = "CPROF_BLOCK_RATE",    [O_UNWIND] = "CPROF_UNWIND"};
+      [O_BLOCK] = "CPROF_BLOCK_RATE",    [O_UNWIND] = "CPROF_UNWIND",
+      [O_FOLLOW_EXEC] = "CPROF_FOLLOW_EXEC"};
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
     if (opt == 'h') {
       fputs(run_help, stdout);
       return 0;
+    }
+    if (opt == O_FOLLOW_EXEC) {
+      setenv(env_of[opt], "1", 1);
+      continue;
     }
     if (opt < O_HTTP || opt > O_UNWIND) {
       fputs("usage: cprof run [OPTIONS] -- PROG [ARGS...]\n", stderr);

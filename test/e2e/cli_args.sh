@@ -98,7 +98,9 @@ if tsan_build "$cprof"; then
 fi
 rt=$(preload_env "$cprof" | sed 's#[^ ]*libcprof\.so##')
 show='echo "dump=${CPROF_DUMP-unset} http=${CPROF_HTTP-unset}"; printf "arg %s\n" "$@"'
-LD_PRELOAD="$rt" expect_status 0 "$cprof" run --dump threadcreate=debug=1 --dump-out /dev/null -- \
+# --follow-exec: the program keeps its CPROF_* variables for its children
+# (here its own shell code reads them); without it they would be gone.
+LD_PRELOAD="$rt" expect_status 0 "$cprof" run --follow-exec --dump threadcreate=debug=1 --dump-out /dev/null -- \
   sh -c "$show" sh --http 127.0.0.1:1 -o x --help
 expect_match "$TMP/out" '^dump=threadcreate=debug=1 http=unset$' "cprof run's own options before -- are taken"
 printf 'arg --http\narg 127.0.0.1:1\narg -o\narg x\narg --help\n' >"$TMP/want"

@@ -1,0 +1,184 @@
+/*
+ * A program that forks, execs and ends the ways real programs do, for the
+ * tests of what cprof does in children (e2e/children_*.sh). It knows
+ * nothing of cprof; test/progs/forks.c is the same program linked with it.
+ *   plain_forks prefork      a master that forks two workers, as pre-fork
+ *                            servers do: each burns about 0.5 s of CPU in
+ *                            a function of its own (alpha_worker_burn,
+ *                            beta_worker_burn) and exits normally; the
+ *                            master burns in master_burn before (0.1 s)
+ *                            and after (0.2 s) the forks, waits, exits
+ *   plain_forks env          prints its pid, its LD_PRELOAD, its CPROF_HTTP
+ *                            and how many CPROF_* variables it has,
+ *                            allocates, exits
+ *   plain_forks spawn        prints its pid, runs `plain_forks env` as a
+ *                            child (fork and exec), waits, exits
+ *   plain_forks uexit        allocates and ends with _exit(0)
+ *   plain_forks uExit        allocates and ends with _Exit(0)
+ *   plain_forks failexec     forks a child and vforks another, each of
+ *                            which fails to exec and calls _exit(127), and
+ *                            forks a third that fails to exec and calls
+ *                            exit(127); then ends with _exit(0)
+ *   plain_forks alarmexit    ends with _exit(0) from a SIGALRM handler
+ *   plain_forks termexit     its SIGTERM handler calls _exit(0); raises
+ *                            SIGTERM
+ * Every mode prints "pid N" (and the children's "child N") on stdout.
+ */
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static volatile uint64_t sink;
+static void *volatile kept;
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* A macro, not a function: the time is each burner's own (flat) time,
+ * with no frame (not even an inlined one) of a shared helper. */
+#define SPIN()                                                              \
+  do {                                                                      \
+    uint64_t x_ = sink;                                                     \
+    for (int i_ = 0; i_ < 100000; i_++)                                     \
+      x_ = x_ * 6364136223846793005ull + (uint64_t)i_;                      \
+    sink = x_;                                                              \
+  } while (0)
+
+/* Each burns CPU time in a frame of its own, for `seconds` of it. */
+__attribute__((noinline)) static void alpha_worker_burn(double seconds) {
+  double end = cpu_now() + seconds;
+  while (cpu_now() < end) SPIN();
+}
+
+__attribute__((noinline)) static void beta_worker_burn(double seconds) {
+  double end = cpu_now() + seconds;
+  while (cpu_now() < end) SPIN();
+}
+
+__attribute__((noinline)) static void master_burn(double seconds) {
+  double end = cpu_now() + seconds;
+  while (cpu_now() < end) SPIN();
+}
+
+static void say_pid(const char *what) {
+  printf("%s %d\n", what, (int)getpid());
+  fflush(stdout);
+}
+
+static int reap(pid_t pid) {
+  int status;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int mode_prefork(void) {
+  say_pid("master");
+  master_burn(0.1);
+  pid_t w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = fork();
+    if (w[i] == 0) {
+      printf("worker%d %d\n", i, (int)getpid());
+      fflush(stdout);
+      if (i == 0)
+        alpha_worker_burn(0.5);
+      else
+        beta_worker_burn(0.5);
+      exit(0);
+    }
+  }
+  master_burn(0.2);
+  int bad = 0;
+  for (int i = 0; i < 2; i++) bad |= reap(w[i]) != 0;
+  return bad;
+}
+
+static int mode_env(void) {
+  say_pid("pid");
+  const char *p = getenv("LD_PRELOAD"), *h = getenv("CPROF_HTTP");
+  int n = 0;
+  for (char **e = environ; *e; e++) n += strncmp(*e, "CPROF_", 6) == 0;
+  printf("LD_PRELOAD=%s\nCPROF_HTTP=%s\nCPROF_ variables: %d\n",
+         p ? p : "(unset)", h ? h : "(unset)", n);
+  kept = malloc(1 << 20);
+  return 0;
+}
+
+static int mode_spawn(const char *self) {
+  say_pid("pid");
+  kept = malloc(1 << 20);
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(self, self, "env", (char *)NULL);
+    _exit(127);
+  }
+  return reap(pid);
+}
+
+static int mode_failexec(void) {
+  say_pid("pid");
+  kept = malloc(1 << 20);
+  pid_t a = fork();
+  if (a == 0) {
+    execl("/nonexistent/cprof-test", "cprof-test", (char *)NULL);
+    _exit(127);
+  }
+  pid_t b = vfork();
+  if (b == 0) {
+    execl("/nonexistent/cprof-test", "cprof-test", (char *)NULL);
+    _exit(127);
+  }
+  pid_t c = fork();
+  if (c == 0) {
+    execl("/nonexistent/cprof-test", "cprof-test", (char *)NULL);
+    exit(127);
+  }
+  printf("child %d\nchild %d\nchild %d\n", (int)a, (int)b, (int)c);
+  int ra = reap(a), rb = reap(b), rc = reap(c);
+  printf("statuses %d %d %d\n", ra, rb, rc);
+  fflush(stdout);
+  _exit(ra == 127 && rb == 127 && rc == 127 ? 0 : 1);
+}
+
+static void exit_now(int sig) {
+  (void)sig;
+  _exit(0);
+}
+
+int main(int argc, char **argv) {
+  const char *m = argc > 1 ? argv[1] : "";
+  if (!strcmp(m, "prefork")) return mode_prefork();
+  if (!strcmp(m, "env")) return mode_env();
+  if (!strcmp(m, "spawn")) return mode_spawn(argv[0]);
+  if (!strcmp(m, "failexec")) return mode_failexec();
+  if (!strcmp(m, "uexit") || !strcmp(m, "uExit")) {
+    say_pid("pid");
+    kept = malloc(1 << 20);
+    if (!strcmp(m, "uexit")) _exit(0);
+    _Exit(0);
+  }
+  if (!strcmp(m, "alarmexit") || !strcmp(m, "termexit")) {
+    say_pid("pid");
+    kept = malloc(1 << 20);
+    int sig = !strcmp(m, "alarmexit") ? SIGALRM : SIGTERM;
+    signal(sig, exit_now);
+    raise(sig);
+    return 3; /* not reached */
+  }
+  fprintf(stderr,
+          "usage: %s prefork|env|spawn|uexit|uExit|failexec|alarmexit|"
+          "termexit\n",
+          argv[0]);
+  return 2;
+}
