@@ -24,6 +24,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -636,7 +637,7 @@ static int write_text(bool is_mutex, const cprof__record *v, size_t len,
   if (!err && is_mutex)
     err = cprof__buf_printf(&out, "sampling period=%d\n",
                             atomic_load(&mutex_fraction));
-  cprof__text_begin();
+  cprof__text_begin_calls();
   for (size_t i = 0; !err && i < len; i++) {
     err = cprof__buf_printf(&out, "%lld %lld", (long long)v[i].v[1],
                             (long long)(v[i].v[0] / CPROF__CONTENTION_UNIT));
@@ -658,6 +659,7 @@ static int write_pprof(const cprof__agg *agg, const cprof__record *v,
       .period = 1,
       .time_nanos = time_ns,
       .duration_nanos = duration_ns,
+      .first_is_call = true,
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
@@ -715,3 +717,35 @@ const cprof__profile_def cprof__mutex_profile = {
     .collect = mutex_collect,
     .write = mutex_write,
 };
+
+/*
+ * cprof's interposers (heap.c, contention.c, threads.c) as calls reach
+ * them: a program's call to malloc goes to the first malloc of the global
+ * scope, cprof's when cprof is loaded (linked or preloaded) before libc, and
+ * &malloc taken here resolves the same way. These are the functions the
+ * first frame of a stack taken by an interposer calls, unless the function
+ * it called left by a tail call (profile.c asks). They are listed here,
+ * with the lock interposers, because only the interposers' own files may
+ * name the pthread functions (e2e/own_symbols).
+ */
+typedef void (*any_fn)(void);
+bool cprof__is_interposer(uint64_t addr) {
+  static const any_fn fns[] = {
+      (any_fn)malloc, (any_fn)calloc, (any_fn)realloc,
+      (any_fn)reallocarray, (any_fn)posix_memalign, (any_fn)aligned_alloc,
+      (any_fn)memalign, (any_fn)valloc, (any_fn)pvalloc, (any_fn)free,
+      (any_fn)pthread_create, (any_fn)pthread_join,
+      (any_fn)pthread_mutex_lock, (any_fn)pthread_mutex_timedlock,
+      (any_fn)pthread_mutex_clocklock, (any_fn)pthread_mutex_unlock,
+      (any_fn)pthread_rwlock_rdlock, (any_fn)pthread_rwlock_wrlock,
+      (any_fn)pthread_rwlock_timedrdlock, (any_fn)pthread_rwlock_timedwrlock,
+      (any_fn)pthread_rwlock_clockrdlock, (any_fn)pthread_rwlock_clockwrlock,
+      (any_fn)pthread_rwlock_unlock, (any_fn)pthread_cond_wait,
+      (any_fn)pthread_cond_timedwait, (any_fn)pthread_cond_clockwait,
+      (any_fn)sem_wait, (any_fn)sem_timedwait, (any_fn)sem_clockwait,
+      (any_fn)pthread_barrier_wait,
+  };
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(fns); i++)
+    if ((uint64_t)(uintptr_t)fns[i] == addr) return true;
+  return false;
+}

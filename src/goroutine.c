@@ -459,15 +459,21 @@ static long goroutine_entries(void) {
   return (long)n;
 }
 
-/* One frame as a Go traceback prints it: "func(...)" then
- * "\tfile:line +0xoff", the offset on the outermost (physical) frame. */
-static int write_frame(cprof_buf *out, uintptr_t pc) {
+/* Frame k of pcs as a Go traceback prints it: "func(...)" then
+ * "\tfile:line +0xoff", the offset on the outermost (physical) frame; a
+ * function its call left by a tail call first, as an inlined one. */
+static int write_frame(cprof_buf *out, const uintptr_t *pcs, size_t k) {
+  uintptr_t pc = pcs[k];
   const cprof__sym_result *r = cprof__sym_lookup(pc);
   if (!r || r->nframes == 0)
     return cprof__buf_printf(out, "?(...)\n\t? pc=%#llx\n",
                              (unsigned long long)pc);
   int err = 0;
   const cprof__sym_frame *outer = &r->frames[r->nframes - 1];
+  const cprof__sym_frame *tail = cprof__tail_callee(pcs, k, false);
+  if (tail)
+    err = cprof__buf_printf(out, "%s(...)\n\t%s:%d\n", tail->name,
+                            tail->file[0] ? tail->file : "?", tail->line);
   for (int f = 0; !err && f < r->nframes; f++) {
     const cprof__sym_frame *fr = &r->frames[f];
     err = cprof__buf_printf(out, "%s(...)\n\t%s:%d", fr->name,
@@ -507,7 +513,7 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
     const uintptr_t *pcs;
     size_t n = cprof__stacktab_get(r->sid, &pcs);
     n = cprof__visible_depth(pcs, n);
-    for (size_t k = 0; !err && k < n; k++) err = write_frame(&out, pcs[k]);
+    for (size_t k = 0; !err && k < n; k++) err = write_frame(&out, pcs, k);
     if (!err) err = cprof__buf_printf(&out, "\n");
   }
   cprof__text_end();

@@ -1530,7 +1530,7 @@ static int write_text(const cprof__records *recs, const cprof_sink *sink) {
       &out, "heap profile: %lld: %lld [%lld: %lld] @ heap/%lld\n",
       (long long)tot[2], (long long)tot[3], (long long)tot[0],
       (long long)alloc_bytes, 2 * (long long)atomic_load(&heap_rate));
-  cprof__text_begin();
+  cprof__text_begin_calls();
   for (size_t i = 0; !err && i < recs->len; i++) {
     err = cprof__buf_printf(&out, "%lld: %lld [%lld: %lld]",
                             (long long)v[i].v[2], (long long)v[i].v[3],
@@ -1561,6 +1561,7 @@ static int write_pprof(const cprof__records *recs, int64_t duration_ns,
       .default_sample_type = default_type,
       .time_nanos = recs->time_ns,
       .duration_nanos = duration_ns,
+      .first_is_call = true,
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;

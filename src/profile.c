@@ -3,12 +3,19 @@
  * pprof encoder or the text writer. It symbolizes each distinct address once
  * per profile, emits Locations and Functions as they first appear, and
  * writes the Mappings last, when it knows whether every lookup in each of
- * them succeeded. Normal context only.
+ * them succeeded. It also decides, per frame of a stack, whether the call
+ * there left a function by a tail call (cprof__tail_callee), which needs
+ * the neighbouring frame and so cannot be a property of the address alone.
+ * Normal context only.
  */
+#include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "contention.h"
 #include "hmap.h"
 #include "mem.h"
 #include "profile.h"
@@ -22,9 +29,18 @@ typedef struct mapping_state {
   bool all_lines;
 } mapping_state;
 
+/* A Location whose pc's call left a function by a tail call. */
+typedef struct tail_location {
+  uint64_t pc, callee, id; /* callee: the function's first address */
+} tail_location;
+
 struct cprof__prof {
   cprof__pprof *enc;
   cprof__hmap locations; /* pc -> location id */
+  cprof__hmap tail_index; /* hash of (pc, callee) -> index into tails */
+  tail_location *tails;
+  size_t ntails, tails_cap;
+  bool first_is_call;
   cprof__hmap functions; /* hash of (name, system name, file) -> id */
   uint64_t next_location, next_function;
   size_t nvalues; /* one per sample type */
@@ -51,16 +67,108 @@ static uint64_t function_id(cprof__prof *p, const cprof__sym_frame *f) {
   return id;
 }
 
-static uint64_t location_id(cprof__prof *p, uintptr_t pc) {
+/* True when the dynamic linker's lazy-binding resolver holds pc: a call
+ * through a PLT stub not yet bound jumps there, and on from there to the
+ * function, which looks like a tail call but is not one. */
+static bool in_lazy_resolver(const cprof__sym_frame *f) {
+  return strncmp(f->name, "_dl_runtime_resolve", 19) == 0 ||
+         strcmp(f->name, "_dl_fixup") == 0;
+}
+
+/* True when f (a frame's real function) is the function c called: the same
+ * first address, or the same name and file, as the cold part of a
+ * function split in two is named. */
+static bool is_callee(const cprof__sym_frame *f, const cprof__sym_callee *c) {
+  return f->start == c->target || (strcmp(f->name, c->frame.name) == 0 &&
+                                    strcmp(f->file, c->frame.file) == 0);
+}
+
+const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs, size_t i,
+                                           bool first_is_call) {
+  if (i == 0 && !first_is_call) return NULL;
+  /* A function's first address is no call site (a stack of one frame that
+   * stands for something, such as cprof_unknown_unlocker). */
+  const cprof__sym_result *at = cprof__sym_lookup(pcs[i]);
+  if (!at || at->nframes == 0 || at->frames[at->nframes - 1].start == pcs[i])
+    return NULL;
+  const cprof__sym_callee *c = cprof__sym_callee_of(pcs[i]);
+  if (!c) return NULL;
+  if (i == 0) return cprof__is_interposer(c->target) ? NULL : &c->frame;
+  uintptr_t inner = pcs[i - 1];
+  if (cprof__pc_is_synthetic(inner)) return NULL;
+  /* A sample taken in the PLT stub itself. */
+  if (c->stub && inner - c->stub < 16) return NULL;
+  const cprof__sym_result *r = cprof__sym_lookup(inner);
+  if (!r || r->nframes == 0) return NULL; /* nothing says where it is */
+  const cprof__sym_frame *f = &r->frames[r->nframes - 1];
+  if (is_callee(f, c) || (c->stub && in_lazy_resolver(f))) return NULL;
+  return &c->frame;
+}
+
+static uint64_t tail_key(uint64_t pc, uint64_t callee) {
+  const uint64_t v[2] = {pc, callee};
+  return cprof__hash_bytes(CPROF__HASH_SEED, v, sizeof v);
+}
+
+/* The id of the Location for (pc, callee), or 0. The index holds the first
+ * entry of each hash; a collision falls back to a scan of all of them. */
+static uint64_t find_tail_location(const cprof__prof *p, uint64_t pc,
+                                   uint64_t callee) {
+  uint64_t idx;
+  if (!cprof__hmap_get(&p->tail_index, tail_key(pc, callee), &idx)) return 0;
+  const tail_location *t = &p->tails[idx];
+  if (t->pc == pc && t->callee == callee) return t->id;
+  for (size_t i = 0; i < p->ntails; i++)
+    if (p->tails[i].pc == pc && p->tails[i].callee == callee)
+      return p->tails[i].id;
+  return 0;
+}
+
+static void add_tail_location(cprof__prof *p, uint64_t pc, uint64_t callee,
+                              uint64_t id) {
+  if (p->ntails == p->tails_cap) {
+    size_t cap = p->tails_cap ? 2 * p->tails_cap : 16;
+    tail_location *t = cprof__realloc(p->tails, cap * sizeof *t);
+    if (!t) {
+      p->err = CPROF_ENOMEM;
+      return;
+    }
+    p->tails = t;
+    p->tails_cap = cap;
+  }
+  uint64_t key = tail_key(pc, callee), old;
+  if (!cprof__hmap_get(&p->tail_index, key, &old) &&
+      cprof__hmap_put(&p->tail_index, key, p->ntails))
+    p->err = CPROF_ENOMEM;
+  p->tails[p->ntails++] = (tail_location){pc, callee, id};
+}
+
+/* The Location of frame pc, with tail (the function its call left by a
+ * tail call, or NULL) as its innermost Line. */
+static uint64_t location_id(cprof__prof *p, uintptr_t pc,
+                            const cprof__sym_frame *tail) {
   uint64_t id;
-  if (cprof__hmap_get(&p->locations, pc, &id)) return id;
-  id = ++p->next_location;
-  if (cprof__hmap_put(&p->locations, pc, id)) p->err = CPROF_ENOMEM;
+  if (tail) {
+    id = find_tail_location(p, pc, tail->start);
+    if (id) return id;
+    id = ++p->next_location;
+    add_tail_location(p, pc, tail->start, id);
+  } else {
+    if (cprof__hmap_get(&p->locations, pc, &id)) return id;
+    id = ++p->next_location;
+    if (cprof__hmap_put(&p->locations, pc, id)) p->err = CPROF_ENOMEM;
+  }
 
   const cprof__sym_result *r = cprof__sym_lookup(pc);
-  cprof__pprof_line lines[CPROF__ARRAY_LEN(r->frames)];
+  cprof__pprof_line lines[CPROF__SYM_MAX_FRAMES + 1];
   size_t nlines = 0;
   uint64_t mapping_id = 0;
+  if (tail) {
+    lines[nlines].function_id = function_id(p, tail);
+    lines[nlines].line = tail->line;
+    lines[nlines].column = 0;
+    nlines++;
+  }
   if (r) {
     for (int i = 0; i < r->nframes; i++) {
       lines[nlines].function_id = function_id(p, &r->frames[i]);
@@ -72,7 +180,7 @@ static uint64_t location_id(cprof__prof *p, uintptr_t pc) {
       mapping_state *m = &p->mappings[r->mapping];
       mapping_id = (uint64_t)r->mapping + 1;
       m->used = true;
-      if (r->nframes == 0) m->all_functions = false;
+      if (r->nframes == 0 || !r->has_function) m->all_functions = false;
       if (!r->has_line) m->all_lines = false;
     }
   }
@@ -90,6 +198,7 @@ cprof__prof *cprof__prof_begin(const cprof__prof_desc *d,
     return NULL;
   }
   p->nvalues = d->nsample_types;
+  p->first_is_call = d->first_is_call;
   cprof__sym_lock();
   cprof__sym_refresh();
   p->nmappings = cprof__sym_nmappings();
@@ -150,7 +259,9 @@ void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
     p->loc_ids = ids;
     p->loc_cap = npcs;
   }
-  for (size_t i = 0; i < npcs; i++) p->loc_ids[i] = location_id(p, pcs[i]);
+  for (size_t i = 0; i < npcs; i++)
+    p->loc_ids[i] = location_id(p, pcs[i],
+                                cprof__tail_callee(pcs, i, p->first_is_call));
   cprof__pprof_sample(p->enc, p->loc_ids, npcs, values, p->nvalues, labels,
                       nlabels);
 }
@@ -177,6 +288,8 @@ int cprof__prof_end(cprof__prof *p) {
   int err = cprof__pprof_finish(p->enc);
   if (!err) err = p->err;
   cprof__hmap_free(&p->locations);
+  cprof__hmap_free(&p->tail_index);
+  cprof__free(p->tails);
   cprof__hmap_free(&p->functions);
   cprof__free(p->mappings);
   cprof__free(p->loc_ids);
@@ -184,9 +297,19 @@ int cprof__prof_end(cprof__prof *p) {
   return err;
 }
 
+/* Whether the stacks being written were taken by an interposer; under the
+ * symbolizer lock, set by the text_begin functions. */
+static bool text_first_is_call;
+
 void cprof__text_begin(void) {
   cprof__sym_lock();
   cprof__sym_refresh();
+  text_first_is_call = false;
+}
+
+void cprof__text_begin_calls(void) {
+  cprof__text_begin();
+  text_first_is_call = true;
 }
 
 void cprof__text_end(void) { cprof__sym_unlock(); }
@@ -204,13 +327,16 @@ int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
       continue;
     }
     /* Go prints each inlined frame on its own line with the same pc; the
-     * offset is from the start of the function the code belongs to. */
+     * offset is from the start of the function the code belongs to. A
+     * function left by a tail call is printed the same way, first. */
     const cprof__sym_frame *outer = &r->frames[r->nframes - 1];
-    for (int f = 0; !err && f < r->nframes; f++) {
-      const cprof__sym_frame *fr = &r->frames[f];
-      unsigned long long off = outer->start && pcs[i] >= outer->start
-                                   ? (unsigned long long)(pcs[i] - outer->start)
-                                   : 0;
+    const cprof__sym_frame *tail =
+        cprof__tail_callee(pcs, i, text_first_is_call);
+    unsigned long long off = outer->start && pcs[i] >= outer->start
+                                 ? (unsigned long long)(pcs[i] - outer->start)
+                                 : 0;
+    for (int f = tail ? -1 : 0; !err && f < r->nframes; f++) {
+      const cprof__sym_frame *fr = f < 0 ? tail : &r->frames[f];
       err = cprof__buf_printf(out, "#\t%#llx\t%s+%#llx\t%s:%d\n",
                               (unsigned long long)pcs[i], fr->name, off,
                               fr->file, fr->line);
@@ -264,6 +390,12 @@ static size_t merge_equal_stacks(count_entry *v, size_t len) {
   return len;
 }
 
+/* threadcreate's stacks are taken by the pthread_create interposer; the
+ * goroutine profile's by a signal or by the collecting thread itself. */
+static bool taken_by_interposer(const char *name) {
+  return strcmp(name, "threadcreate") == 0;
+}
+
 static int write_count_text(const char *name, const count_entry *v,
                             size_t len, const cprof_sink *sink) {
   int64_t total = 0;
@@ -271,7 +403,10 @@ static int write_count_text(const char *name, const count_entry *v,
   cprof_buf out = {0};
   int err = cprof__buf_printf(&out, "%s profile: total %lld\n", name,
                               (long long)total);
-  cprof__text_begin();
+  if (taken_by_interposer(name))
+    cprof__text_begin_calls();
+  else
+    cprof__text_begin();
   for (size_t i = 0; !err && i < len; i++) {
     err = cprof__buf_printf(&out, "%lld", (long long)v[i].count);
     if (!err) err = cprof__text_record(&out, v[i].sid);
@@ -291,6 +426,7 @@ static int write_count_pprof(const char *name, const count_entry *v,
       .period = 1,
       .time_nanos = time_ns,
       .duration_nanos = duration_ns,
+      .first_is_call = taken_by_interposer(name),
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;

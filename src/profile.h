@@ -4,7 +4,10 @@
  * addresses and pprof's Location / Function / Mapping messages: each distinct
  * pc becomes one Location (with a Line per inlined frame), each distinct
  * function one Function, each executable mapping one Mapping whose has_*
- * flags say truthfully whether every lookup in it succeeded.
+ * flags say truthfully whether every lookup in it succeeded. A function a
+ * call left by a tail call is added back as one more Line of the call's
+ * Location (docs/symbols.md), so a pc reached with and without one gets
+ * two Locations.
  *
  * It also holds the writers shared by several profiles: Go's debug=1 text
  * for a stack, and the whole of a "count" profile (threadcreate, goroutine).
@@ -20,6 +23,7 @@
 #include "internal.h"
 #include "pprof.h"
 #include "registry.h"
+#include "symbolize.h"
 
 typedef struct cprof__value_type {
   const char *type;
@@ -34,6 +38,9 @@ typedef struct cprof__prof_desc {
   const char *default_sample_type; /* NULL leaves the viewer's default */
   int64_t time_nanos;
   int64_t duration_nanos;
+  /* The stacks were taken by an interposer (heap, mutex, block): their
+   * first frame is the call into it, not an interrupted pc. */
+  bool first_is_call;
 } cprof__prof_desc;
 
 typedef struct cprof__prof cprof__prof;
@@ -56,8 +63,11 @@ CPROF__HIDDEN int cprof__prof_end(cprof__prof *p);
 /* Text output: begin takes the symbolizer lock and refreshes; end releases
  * it. Between them, cprof__text_stack appends " @ 0x.. 0x..\n" and one
  * "#\t0x<pc>\t<func>+0x<off>\t<file>:<line>" line per frame (inlined frames
- * included), as Go's debug=1 profiles do. */
+ * and functions left by tail calls included), as Go's debug=1 profiles do.
+ * cprof__text_begin_calls is begin for stacks taken by an interposer (see
+ * first_is_call). */
 CPROF__HIDDEN void cprof__text_begin(void);
+CPROF__HIDDEN void cprof__text_begin_calls(void);
 CPROF__HIDDEN void cprof__text_end(void);
 CPROF__HIDDEN int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs,
                                     size_t npcs);
@@ -76,6 +86,17 @@ CPROF__HIDDEN int cprof__text_flush(cprof_buf *out, int err,
  * thread trampoline (and libc's thread start under it), as Go's end at the
  * goroutine's function. Symbolizer lock held. */
 CPROF__HIDDEN size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs);
+
+/* The function frame i of a stack (pcs as captured, innermost first)
+ * called and which was left by a tail call: the call instruction of frame
+ * i is a direct call to it, and frame i - 1 is not inside it. For the first
+ * frame of a stack taken by an interposer (first_is_call), the frame
+ * inside is the interposer: the call is a tail call's when it calls none
+ * of cprof's interposers. NULL when there is no such function, always for
+ * the first frame of other stacks. Symbolizer lock held. */
+CPROF__HIDDEN const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs,
+                                                         size_t i,
+                                                         bool first_is_call);
 
 /* The drop comment every profile carries: what the stack table and the
  * profile's own table lost. */
