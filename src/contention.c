@@ -24,7 +24,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
-#include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -582,6 +581,22 @@ static void child_after_fork(void) {
 
 void cprof__contention_env_init(void) {
   cprof__real_init();
+  /* The lock and wait interposers, as a program's calls reach them, for
+   * the tail-call frames (profile.c). */
+  static const uintptr_t mine[] = {
+      (uintptr_t)pthread_join,
+      (uintptr_t)pthread_mutex_lock, (uintptr_t)pthread_mutex_timedlock,
+      (uintptr_t)pthread_mutex_clocklock, (uintptr_t)pthread_mutex_unlock,
+      (uintptr_t)pthread_rwlock_rdlock, (uintptr_t)pthread_rwlock_wrlock,
+      (uintptr_t)pthread_rwlock_timedrdlock,
+      (uintptr_t)pthread_rwlock_timedwrlock,
+      (uintptr_t)pthread_rwlock_clockrdlock,
+      (uintptr_t)pthread_rwlock_clockwrlock, (uintptr_t)pthread_rwlock_unlock,
+      (uintptr_t)pthread_cond_wait, (uintptr_t)pthread_cond_timedwait,
+      (uintptr_t)pthread_cond_clockwait, (uintptr_t)sem_wait,
+      (uintptr_t)sem_timedwait, (uintptr_t)sem_clockwait,
+      (uintptr_t)pthread_barrier_wait};
+  cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
   pthread_atfork(NULL, NULL, child_after_fork);
   long long v;
   if (cprof__env_int("CPROF_MUTEX_FRACTION", 0, INT_MAX,
@@ -717,35 +732,3 @@ const cprof__profile_def cprof__mutex_profile = {
     .collect = mutex_collect,
     .write = mutex_write,
 };
-
-/*
- * cprof's interposers (heap.c, contention.c, threads.c) as calls reach
- * them: a program's call to malloc goes to the first malloc of the global
- * scope, cprof's when cprof is loaded (linked or preloaded) before libc, and
- * &malloc taken here resolves the same way. These are the functions the
- * first frame of a stack taken by an interposer calls, unless the function
- * it called left by a tail call (profile.c asks). They are listed here,
- * with the lock interposers, because only the interposers' own files may
- * name the pthread functions (e2e/own_symbols).
- */
-typedef void (*any_fn)(void);
-bool cprof__is_interposer(uint64_t addr) {
-  static const any_fn fns[] = {
-      (any_fn)malloc, (any_fn)calloc, (any_fn)realloc,
-      (any_fn)reallocarray, (any_fn)posix_memalign, (any_fn)aligned_alloc,
-      (any_fn)memalign, (any_fn)valloc, (any_fn)pvalloc, (any_fn)free,
-      (any_fn)pthread_create, (any_fn)pthread_join,
-      (any_fn)pthread_mutex_lock, (any_fn)pthread_mutex_timedlock,
-      (any_fn)pthread_mutex_clocklock, (any_fn)pthread_mutex_unlock,
-      (any_fn)pthread_rwlock_rdlock, (any_fn)pthread_rwlock_wrlock,
-      (any_fn)pthread_rwlock_timedrdlock, (any_fn)pthread_rwlock_timedwrlock,
-      (any_fn)pthread_rwlock_clockrdlock, (any_fn)pthread_rwlock_clockwrlock,
-      (any_fn)pthread_rwlock_unlock, (any_fn)pthread_cond_wait,
-      (any_fn)pthread_cond_timedwait, (any_fn)pthread_cond_clockwait,
-      (any_fn)sem_wait, (any_fn)sem_timedwait, (any_fn)sem_clockwait,
-      (any_fn)pthread_barrier_wait,
-  };
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(fns); i++)
-    if ((uint64_t)(uintptr_t)fns[i] == addr) return true;
-  return false;
-}

@@ -42,8 +42,4 @@ CPROF__HIDDEN void cprof__contention_env_init(void);
 CPROF__HIDDEN bool cprof__block_weigh(int64_t d, int64_t rate, uint64_t rnd,
                                       int64_t *count, int64_t *delay);
 
-/* True when addr is one of cprof's interposers as a program's calls reach
- * it (the malloc family, pthread_create, the lock and wait functions). */
-CPROF__HIDDEN bool cprof__is_interposer(uint64_t addr);
-
 #endif

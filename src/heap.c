@@ -1346,6 +1346,15 @@ static void init_once_fn(void) {
    * would wait for this very initialisation. */
   cprof__guard_enter();
   read_rate();
+  /* The allocation interposers, as a program's calls reach them, for the
+   * tail-call frames (profile.c). */
+  static const uintptr_t mine[] = {
+      (uintptr_t)malloc,        (uintptr_t)calloc,
+      (uintptr_t)realloc,       (uintptr_t)reallocarray,
+      (uintptr_t)posix_memalign, (uintptr_t)aligned_alloc,
+      (uintptr_t)memalign,      (uintptr_t)valloc,
+      (uintptr_t)pvalloc,       (uintptr_t)free};
+  cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
   void *map = mmap(NULL, LIVE_NODES * sizeof(live_node),
                    PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

@@ -18,9 +18,14 @@
  * around them as dead stores. */
 __thread volatile int cprof__guard_depth CPROF__TLS;
 
-/* Pulls init.c (the constructor) into every static link; see init.c. */
+/* Pulls init.c (the constructor) into every static link; see init.c. The
+ * fuzzers' library leaves it out: the constructor would pull in the malloc
+ * interposers, which must not stand in front of the sanitizer's allocator
+ * there. */
+#ifndef CPROF_NO_INIT_ANCHOR
 extern const int cprof__init_anchor;
 __attribute__((used)) static const int *const pull_in_init = &cprof__init_anchor;
+#endif
 
 /* The outermost enter parks the heap sampler's countdown and the matching
  * exit restores it (heap.h): the depth changes first on the way in and

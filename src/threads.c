@@ -36,6 +36,9 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init_once_fn(void) {
   cprof__stacktab_init();
+  /* For the tail-call frames (profile.c). */
+  static const uintptr_t mine[] = {(uintptr_t)pthread_create};
+  cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
   creations = cprof__agg_new(1, THREADCREATE_STACKS);
   atomic_store(&real_create,
                (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create"));

@@ -709,8 +709,13 @@ static long row_for(rowtab *rt, const char *name) {
   uint64_t *st = realloc(rt->stamps, rt->cap_rows * sizeof *st);
   if (!st) return -1;
   rt->stamps = st;
-  char *copy = strdup(name);
+  /* malloc and memcpy rather than strdup: a sanitizer's strdup allocates
+   * from its own heap, and the copy is freed with free, whichever malloc
+   * stands in front (cprof's, in the fuzzers' static link). */
+  size_t len = strlen(name) + 1;
+  char *copy = malloc(len);
   if (!copy) return -1;
+  memcpy(copy, name, len);
   t->rows[t->nrows] = (pprofdec_row){copy, 0, 0, 0};
   rt->stamps[t->nrows] = 0;
   rt->slots[h] = ++t->nrows;
