@@ -17,6 +17,7 @@ packages=(
   nodejs                             # driving Chromium over its DevTools protocol
   wrk                                # the endpoint's load figure (bench/http_load.sh)
   sqlite3                            # a distribution's program, profiled whole (e2e/unwind)
+  strace                             # exact system-call checks (e2e/symbolize_debuglink, extract_names)
 )
 
 # `deps.sh bench` adds the profilers the benchmarks compare cprof with.
