@@ -9,9 +9,9 @@
  */
 #include <stdio.h>
 
-#include "agg.h"
-#include "stack.h"
-#include "stacktab.h"
+#include "capture/agg.h"
+#include "capture/stack.h"
+#include "capture/stacktab.h"
 
 #define DEPTH 40
 #define ITERS 1000000

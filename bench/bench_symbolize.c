@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbolize.h"
+#include "encode/symbolize.h"
 
 #define NADDRS 10000
 

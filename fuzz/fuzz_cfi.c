@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cfi.h"
+#include "capture/cfi.h"
 
 static void check_rule(const cprof__cfi_rule *r) {
   if (r->reserved != 0) abort();

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "env.h"
+#include "base/env.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *s = malloc(size + 1);

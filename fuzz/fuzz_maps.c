@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "maps.h"
+#include "encode/maps.h"
 
 typedef struct span {
   const char *begin, *end;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "query.h"
+#include "sink/query.h"
 
 static void count(uint64_t addr, void *ctx) {
   if (addr == 0) abort(); /* zero addresses are never reported */

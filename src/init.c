@@ -35,16 +35,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "contention.h"
-#include "dump.h"
-#include "env.h"
-#include "heap.h"
-#include "http.h"
-#include "mem.h"
-#include "push.h"
-#include "stack.h"
-#include "stacktab.h"
-#include "threads.h"
+#include "source/contention.h"
+#include "sink/dump.h"
+#include "base/env.h"
+#include "source/heap.h"
+#include "sink/http.h"
+#include "base/mem.h"
+#include "sink/push.h"
+#include "capture/stack.h"
+#include "capture/stacktab.h"
+#include "source/threads.h"
 
 const int cprof__init_anchor = 1;
 

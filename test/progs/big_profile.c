@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "pprof.h"
+#include "encode/pprof.h"
 
 #define NFUNCS 500
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 extern "C" {
-#include "symbolize.h"
+#include "encode/symbolize.h"
 }
 
 namespace {

@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "cprof.h"
-#include "symbolize.h"
+#include "encode/symbolize.h"
 
 static __thread volatile uint64_t sink; /* per thread: no race */
 

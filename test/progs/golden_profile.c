@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "pprof.h"
+#include "encode/pprof.h"
 
 int main(int argc, char **argv) {
   if (argc != 2) {

@@ -33,8 +33,8 @@
 #include <unistd.h>
 
 #include "cprof.h"
-#include "http.h"
-#include "pprof.h"
+#include "sink/http.h"
+#include "encode/pprof.h"
 
 static volatile sig_atomic_t quit;
 static atomic_bool stop_work;

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cprof.h"
-#include "goroutine.h"
+#include "profile/goroutine.h"
 
 #define SPINNERS 3
 #define SLEEPERS 15

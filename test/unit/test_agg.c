@@ -5,7 +5,7 @@
  */
 #include <pthread.h>
 
-#include "agg.h"
+#include "capture/agg.h"
 #include "testutil.h"
 
 typedef struct {

@@ -26,7 +26,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "cfi.h"
+#include "capture/cfi.h"
 #include "testutil.h"
 
 #if defined(__clang__)

@@ -7,8 +7,8 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "contention.h"
-#include "registry.h"
+#include "source/contention.h"
+#include "profile/registry.h"
 #include "testutil.h"
 
 static void test_block_weigh(void) {

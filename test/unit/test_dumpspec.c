@@ -3,7 +3,7 @@
  * and each kind of bad spec is rejected with a message naming the problem
  * and its column.
  */
-#include "dumpspec.h"
+#include "sink/dumpspec.h"
 #include "testutil.h"
 
 static void test_good(void) {

@@ -6,7 +6,7 @@
 #include <cprof.h>
 #include <zlib.h>
 
-#include "dynload.h"
+#include "base/dynload.h"
 #include "testutil.h"
 
 static void test_loads(void) {

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "env.h"
+#include "base/env.h"
 #include "testutil.h"
 
 static void test_quote(void) {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "env.h"
+#include "base/env.h"
 #include "testutil.h"
 
 static void test_expand_pid(void) {

@@ -13,10 +13,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "heap.h"
-#include "mem.h"
-#include "stacktab.h"
-#include "symbolize.h"
+#include "source/heap.h"
+#include "base/mem.h"
+#include "capture/stacktab.h"
+#include "encode/symbolize.h"
 #include "testutil.h"
 
 /* One allocation through a sampler: the common path, then the slow one. */

@@ -8,8 +8,8 @@
  * non-loopback refusal, port 0).
  */
 #include "cprof.h"
-#include "http.h"
-#include "query.h"
+#include "sink/http.h"
+#include "sink/query.h"
 #include "testutil.h"
 
 static const cprof__profile_def *threadcreate;

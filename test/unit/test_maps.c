@@ -6,7 +6,7 @@
  */
 #include <stdbool.h>
 
-#include "maps.h"
+#include "encode/maps.h"
 #include "testutil.h"
 
 typedef struct good_case {

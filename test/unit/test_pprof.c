@@ -8,8 +8,8 @@
 #include <stdbool.h>
 #include <zlib.h>
 
-#include "mem.h"
-#include "pprof.h"
+#include "base/mem.h"
+#include "encode/pprof.h"
 #include "testutil.h"
 
 /* A protobuf reader just big enough for profile.proto. */

@@ -5,7 +5,7 @@
  * ParseInt and Atoi with their range errors, the form Content-Type, and
  * the /symbol address list.
  */
-#include "query.h"
+#include "sink/query.h"
 #include "testutil.h"
 
 static void test_parse(void) {

@@ -12,7 +12,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "stack.h"
+#include "capture/stack.h"
 #include "testutil.h"
 
 #if defined(__clang__)

@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "stack.h"
-#include "stacktab.h"
+#include "capture/stack.h"
+#include "capture/stacktab.h"
 #include "testutil.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;

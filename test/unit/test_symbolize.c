@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "symbolize.h"
+#include "encode/symbolize.h"
 #include "testutil.h"
 
 static volatile uintptr_t sink;

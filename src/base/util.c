@@ -1,0 +1,25 @@
+/*
+ * Small shared facilities: clocks and the names of synthetic frames. All of
+ * it is async-signal-safe.
+ */
+#include <time.h>
+
+#include "base/internal.h"
+
+const char *cprof__synthetic_name(uintptr_t pc) {
+  switch (pc) {
+    case CPROF__PC_TRUNCATED: return "[cprof: stack truncated]";
+    case CPROF__PC_OVERFLOW: return "[cprof: stack table full]";
+    case CPROF__PC_LOST: return "[cprof: samples lost]";
+    default: return cprof__pc_is_synthetic(pc) ? "[cprof: unknown]" : NULL;
+  }
+}
+
+static int64_t clock_ns(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t cprof__now_ns(void) { return clock_ns(CLOCK_REALTIME); }
+int64_t cprof__mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }

@@ -1,0 +1,646 @@
+/*
+ * The frame-pointer walker. It owns each thread's cached stack bounds and the
+ * page probe. Everything but cprof__stack_register_thread() runs in signal
+ * context: it must never take a lock, allocate, touch memory it has not
+ * validated, or leave errno changed. It may call only syscall() (for the
+ * probe) and read its own thread-local bounds, which use the initial-exec TLS
+ * model so that reading them never enters the dynamic loader.
+ *
+ * A frame is the pair {saved frame pointer, return address} at the frame
+ * pointer, on x86-64 and on AArch64 alike. Each step is validated before the
+ * pair is read: the frame pointer must be aligned, no lower than the stack
+ * pointer or the end of the previous frame record (so the chain strictly
+ * increases and cannot loop), within CPROF__STACK_MAX_STEP of the previous
+ * frame, and inside the thread's stack when its bounds are known. When they
+ * are not (a thread cprof never saw, or a stack pointer outside the cached
+ * bounds, such as an alternate signal stack or a coroutine's stack), every
+ * page is probed before it is read.
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "capture/cfi.h"
+#include "base/env.h"
+#include "base/mem.h"
+#include "capture/stack.h"
+#include "base/sys.h"
+
+/*
+ * The largest distance between two consecutive frame records. A frame holds
+ * a function's locals, so this caps the stack buffer one function may keep:
+ * 1 MiB leaves room for the large on-stack I/O and parsing buffers real code
+ * keeps (64-512 KiB is not rare) while still being an eighth of the default
+ * 8 MiB stack, so a garbage frame pointer that happens to be aligned and
+ * above the last frame is rejected unless it lands close by.
+ */
+#define CPROF__STACK_MAX_STEP ((uintptr_t)1 << 20)
+
+/* Return addresses below this lie in the never-mapped first page. */
+#define CPROF__MIN_RETURN ((uintptr_t)4096)
+
+/* The smallest page size Linux uses. Probing at this granularity stays
+ * correct where pages are larger (AArch64 with 16 or 64 KiB pages); it only
+ * probes more often than needed. */
+#define CPROF__PAGE ((uintptr_t)4096)
+
+/*
+ * The walker reads words it has validated as mapped but which belong to
+ * other functions' frames (or, given a garbage chain, to anything mapped):
+ * AddressSanitizer would report the redzones and fake stacks it passes
+ * through, and ThreadSanitizer the reads of memory other threads write,
+ * although no such read can fault or change what the walker trusts.
+ */
+#define CPROF__NO_SANITIZE_MEM __attribute__((no_sanitize("address", "thread")))
+
+/*
+ * The calling thread's stack, [lo, hi); hi == 0 when unknown. A signal can
+ * arrive on this very thread while the bounds are being written, so hi is
+ * cleared first and set last, with signal fences keeping the order.
+ */
+static __thread uintptr_t tls_lo __attribute__((tls_model("initial-exec")));
+static __thread uintptr_t tls_hi __attribute__((tls_model("initial-exec")));
+
+void cprof__stack_register_thread(void) {
+  pthread_attr_t attr;
+  void *addr = NULL;
+  size_t size = 0;
+  int ok;
+
+  /* pthread_getattr_np allocates (and, for the main thread, reads
+   * /proc/self/maps), so it runs guarded from the heap sampler. */
+  cprof__guard_enter();
+  ok = pthread_getattr_np(pthread_self(), &attr) == 0;
+  if (ok) {
+    ok = pthread_attr_getstack(&attr, &addr, &size) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  cprof__guard_exit();
+
+  tls_hi = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+  if (!ok || !addr || size == 0) return;
+  tls_lo = (uintptr_t)addr;
+  atomic_signal_fence(memory_order_seq_cst);
+  tls_hi = (uintptr_t)addr + size;
+}
+
+void cprof__stack_unregister_thread(void) {
+  tls_hi = 0;
+  atomic_signal_fence(memory_order_seq_cst);
+  tls_lo = 0;
+}
+
+size_t cprof__stack_room(void) {
+  uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+  uintptr_t hi = tls_hi;
+  atomic_signal_fence(memory_order_seq_cst);
+  uintptr_t lo = tls_lo;
+  if (hi != 0 && sp > lo && sp < hi) return sp - lo;
+  stack_t ss;
+  size_t room = SIZE_MAX;
+  if (cprof__sys4(SYS_sigaltstack, 0L, (long)&ss, 0L, 0L) == 0 &&
+      (ss.ss_flags & SS_ONSTACK)) {
+    uintptr_t a = (uintptr_t)ss.ss_sp;
+    room = sp > a && sp - a <= ss.ss_size ? sp - a : 0;
+  }
+  return room;
+}
+
+/* The generation of the rule cache (below): bumped by every refresh that
+ * publishes a new index. */
+static _Atomic uint64_t rule_gen = 1;
+
+void cprof__stack_init(void) {
+  /* Binds errno's accessor now: handlers save and restore errno, and a
+   * first, lazily bound call from a handler would run the dynamic
+   * linker's resolver on whatever stack the signal landed on. */
+  int e = errno;
+  errno = e;
+  const char *v = cprof__env_str("CPROF_UNWIND");
+  if (v) {
+    if (strcmp(v, "auto") == 0) {
+      cprof__stack_set_mode(CPROF__UNWIND_AUTO);
+    } else if (strcmp(v, "fp") == 0) {
+      cprof__stack_set_mode(CPROF__UNWIND_FP);
+    } else if (strcmp(v, "cfi") == 0) {
+      cprof__stack_set_mode(CPROF__UNWIND_CFI);
+    } else {
+      char q[CPROF__QUOTED_SIZE];
+      cprof__warn("CPROF_UNWIND=%s: not auto, fp or cfi; using auto",
+                  cprof__quoted(q, sizeof q, v));
+    }
+  }
+  if (cprof__stack_mode() != CPROF__UNWIND_FP) cprof__cfi_init();
+  /* The tables are built on first need (a profile started or written, a
+   * heap sample, a thread created), not here: start-up stays as cheap as
+   * it was for programs that never take a sample. */
+}
+
+static void refresh(bool wait) {
+  if (cprof__stack_mode() == CPROF__UNWIND_FP) return;
+  cprof__guard_enter();
+  /* Not cprof__cfi_stats, which takes the writer lock: the try path must
+   * never wait (a fork child's first allocation, inside the loader). */
+  uint64_t before = cprof__cfi_generation();
+  if (wait)
+    cprof__cfi_refresh();
+  else
+    cprof__cfi_refresh_try();
+  uint64_t after = cprof__cfi_generation();
+  /* A new index may place other code at the cached pcs. A walk that read
+   * the old generation may still store an old rule under it, which no
+   * reader of the new generation accepts. */
+  if (after != before)
+    atomic_fetch_add_explicit(&rule_gen, 1, memory_order_relaxed);
+  cprof__guard_exit();
+}
+
+void cprof__stack_refresh(void) { refresh(true); }
+
+void cprof__stack_refresh_try(void) { refresh(false); }
+
+/*
+ * One probe: the kernel copies the 8-byte signal set at addr before it looks
+ * at `how`, so an invalid `how` turns the call into a pure read check that
+ * fails with EFAULT when addr is unreadable and EINVAL otherwise, without
+ * ever changing the signal mask. Any other outcome (a seccomp filter, say)
+ * counts as unreadable. The caller saves errno.
+ */
+static int probe8(uintptr_t addr) {
+  return cprof__sys4(SYS_rt_sigprocmask, ~0L, (long)addr, 0L, 8L) == -EINVAL;
+}
+
+int cprof__stack_readable(uintptr_t addr) {
+  int saved = errno;
+  int ok = probe8(addr);
+  /* [addr, addr + 16) may straddle a page boundary. */
+  if (ok && (addr & ~(CPROF__PAGE - 1)) != ((addr + 15) & ~(CPROF__PAGE - 1)))
+    ok = addr + 8 > addr && probe8(addr + 8);
+  errno = saved;
+  return ok;
+}
+
+/* 0 until process_vm_readv is known to work on this system, 1 when it
+ * does, -1 when it does not (a seccomp filter, an old kernel). */
+static _Atomic int vm_read_state;
+
+CPROF__NO_SANITIZE_MEM int cprof__safe_read(uintptr_t addr, void *out,
+                                            size_t len) {
+  if (addr < CPROF__PAGE || addr + len < addr || len > 64) return 0;
+  int saved = errno;
+  int ok = 0;
+  int state = atomic_load_explicit(&vm_read_state, memory_order_relaxed);
+  if (state >= 0) {
+    /* The kernel copies the bytes or reports EFAULT: a library unmapped
+     * between any check and the copy cannot fault the handler. */
+    struct iovec local = {out, len}, remote = {(void *)addr, len};
+    long n = cprof__sys6(SYS_process_vm_readv,
+                         cprof__sys4(SYS_getpid, 0, 0, 0, 0), (long)&local,
+                         1L, (long)&remote, 1L, 0L);
+    if (n == (long)len) {
+      ok = 1;
+      if (state == 0)
+        atomic_store_explicit(&vm_read_state, 1, memory_order_relaxed);
+    } else if (n < 0 && n != -EFAULT && state == 0) {
+      atomic_store_explicit(&vm_read_state, -1, memory_order_relaxed);
+      state = -1;
+    }
+  }
+  if (state < 0) {
+    /* Without it: probe every page the bytes touch, then copy. */
+    uintptr_t last = addr + len - 1;
+    ok = probe8(addr & ~(uintptr_t)7) &&
+         ((addr & ~(CPROF__PAGE - 1)) == (last & ~(CPROF__PAGE - 1)) ||
+          probe8(last & ~(uintptr_t)7));
+    if (ok) memcpy(out, (const void *)addr, len);
+  }
+  errno = saved;
+  return ok;
+}
+
+/* A walk's memory of the last page found readable: one page, one probe. */
+typedef struct {
+  uintptr_t page; /* 0 when none yet: page 0 is never readable anyway */
+} probe_cache;
+
+static int page_readable(probe_cache *c, uintptr_t addr) {
+  uintptr_t page = addr & ~(CPROF__PAGE - 1);
+  if (page == 0) return 0;
+  if (page == c->page) return 1;
+  if (!probe8(page)) return 0;
+  c->page = page;
+  return 1;
+}
+
+/* Where the chain is read: the frames gathered so far, skip and truncation
+ * handled in one place for every entry point. */
+typedef struct {
+  uintptr_t *pcs;
+  size_t max;
+  size_t n;
+  size_t skip;
+} walk_out;
+
+/* Appends one frame; returns 0 when the walk must stop (the buffer is full
+ * and the truncation mark is written). */
+static int emit(walk_out *o, uintptr_t pc) {
+  if (o->skip > 0) {
+    o->skip--;
+    return 1;
+  }
+  if (o->n + 1 >= o->max) {
+    o->pcs[o->n++] = CPROF__PC_TRUNCATED;
+    return 0;
+  }
+  o->pcs[o->n++] = pc;
+  return 1;
+}
+
+static inline uintptr_t strip_return(uintptr_t ret) {
+#if defined(__aarch64__)
+  /* Pointer authentication keeps a signature in the top bits of a saved
+   * link register; user addresses fit in 48 bits. */
+  return ret & (((uintptr_t)1 << 48) - 1);
+#else
+  return ret;
+#endif
+}
+
+/* How walks step from frame to frame (CPROF_UNWIND). */
+static _Atomic int unwind_mode = CPROF__UNWIND_AUTO;
+
+void cprof__stack_set_mode(int mode) { atomic_store(&unwind_mode, mode); }
+int cprof__stack_mode(void) { return atomic_load(&unwind_mode); }
+
+/*
+ * What a walk knows of the stack it reads: the thread's cached bounds and
+ * whether the current stack pointer lies inside them (it does not on an
+ * alternate signal stack or a coroutine's stack, where every page is
+ * probed instead).
+ */
+typedef struct {
+  uintptr_t lo, hi;
+  int known;
+  probe_cache cache;
+} stack_view;
+
+static void view_init(stack_view *v, uintptr_t sp) {
+  /* hi is read first and written last, so a nonzero hi has its lo. */
+  v->hi = tls_hi;
+  atomic_signal_fence(memory_order_seq_cst);
+  v->lo = tls_lo;
+  v->known = v->hi != 0 && sp >= v->lo && sp < v->hi;
+  v->cache.page = 0;
+}
+
+/* Reads the aligned word at addr, which must lie at or above floor (the
+ * current frame's stack pointer: nothing below it belongs to a live
+ * frame). Returns 0 when the word is outside the stack or unreadable. */
+CPROF__NO_SANITIZE_MEM static inline __attribute__((always_inline)) int
+view_read(stack_view *v, uintptr_t floor, uintptr_t addr, uintptr_t *out) {
+  if ((addr & 7) || addr < floor || addr + 8 < addr) return 0;
+  if (v->known) {
+    if (addr + 8 > v->hi) return 0;
+  } else if (!page_readable(&v->cache, addr)) {
+    return 0;
+  }
+  *out = *(const uintptr_t *)addr;
+  return 1;
+}
+
+/* One frame's registers: its pc (as emitted: exact for an interrupted
+ * frame, a return address minus one for every other), stack pointer and
+ * frame pointer. */
+typedef struct {
+  uintptr_t pc, sp, fp;
+  int interrupted;
+} regs;
+
+/* The frame-pointer step: the record {caller's fp, return address} at fp,
+ * validated as it always was: aligned, at or above sp and within
+ * CPROF__STACK_MAX_STEP of it, on the stack. */
+CPROF__NO_SANITIZE_MEM static int fp_step(stack_view *v, const regs *r, regs *next) {
+  uintptr_t fp = r->fp, rec_fp, ret;
+  if (fp < r->sp || fp - r->sp > CPROF__STACK_MAX_STEP) return 0;
+  if (!view_read(v, r->sp, fp, &rec_fp) ||
+      !view_read(v, r->sp, fp + 8, &ret))
+    return 0;
+  ret = strip_return(ret);
+  next->pc = ret;
+  next->sp = fp + 16;
+  next->fp = rec_fp;
+  return 1;
+}
+
+#if defined(__x86_64__)
+static uintptr_t leaf_return(uintptr_t pc, uintptr_t sp);
+
+/* The CFI step: CFA from the row's register, the return address at
+ * CFA - 8, the caller's rbp where the row saved it. The CFA must lie above
+ * the stack pointer (so a walk strictly climbs and cannot loop) and within
+ * CPROF__STACK_MAX_STEP of it. */
+CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const cprof__cfi_rule *rule,
+                    regs *next) {
+  uintptr_t cfa;
+  switch (rule->kind) {
+    case CPROF__CFI_RSP: cfa = r->sp + (uintptr_t)(intptr_t)rule->cfa_off; break;
+    case CPROF__CFI_RBP: cfa = r->fp + (uintptr_t)(intptr_t)rule->cfa_off; break;
+    case CPROF__CFI_PLT:
+      cfa = r->sp + (uintptr_t)(intptr_t)rule->cfa_off +
+            ((r->pc & 15) >= rule->plt_split ? 8 : 0);
+      break;
+    default: return 0;
+  }
+  if (cfa <= r->sp || cfa - r->sp > CPROF__STACK_MAX_STEP) return 0;
+  uintptr_t ret, fp = r->fp;
+  if (!view_read(v, r->sp, cfa - 8, &ret)) return 0;
+  /* In an epilogue, after the pops, the rows of gcc's code still name the
+   * save slots, which now lie below the stack pointer: the register then
+   * already holds the caller's value. */
+  uintptr_t slot = cfa + (uintptr_t)(intptr_t)rule->fp_off;
+  if (rule->fp_saved && slot >= r->sp && !view_read(v, r->sp, slot, &fp))
+    return 0;
+  next->pc = ret;
+  next->sp = cfa;
+  next->fp = fp;
+  return 1;
+}
+
+/* A signal frame (the trampoline a handler returns into): the registers
+ * the signal interrupted, from the ucontext_t the kernel left at sp. */
+CPROF__NO_SANITIZE_MEM static int signal_step(stack_view *v, const regs *r, regs *next) {
+  const uintptr_t base = r->sp + offsetof(ucontext_t, uc_mcontext.gregs);
+  uintptr_t pc, sp, fp;
+  if (!view_read(v, r->sp, base + REG_RIP * 8, &pc) ||
+      !view_read(v, r->sp, base + REG_RSP * 8, &sp) ||
+      !view_read(v, r->sp, base + REG_RBP * 8, &fp))
+    return 0;
+  next->pc = pc;
+  next->sp = sp;
+  next->fp = fp;
+  return 1;
+}
+#endif
+
+/*
+ * A cache of rules by pc, in front of the tables' binary search: stacks
+ * repeat, so most lookups are of a pc seen before. Direct-mapped, shared by
+ * every thread and lock-free: a slot is two words written one after the
+ * other, {pc ^ generation ^ check(rule), rule packed in 64 bits}, so a
+ * reader that sees a torn pair (or another pc's) fails the check and
+ * searches the tables instead. The generation changes whenever a refresh
+ * publishes a new index, which retires every slot at once.
+ */
+#define RULE_CACHE_SLOTS 4096
+#define RULE_ABSENT 15 /* a pc in no object with a table */
+
+typedef struct {
+  _Atomic uint64_t key, val;
+} rule_slot;
+static rule_slot rule_cache[RULE_CACHE_SLOTS];
+
+static inline uint64_t rule_check(uint64_t val) {
+  return (val ^ (val >> 29)) * 0xbf58476d1ce4e5b9ull;
+}
+
+static inline size_t rule_slot_of(uintptr_t pc) {
+  return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15ull) >> 52) &
+         (RULE_CACHE_SLOTS - 1);
+}
+
+/* Packs a rule in 64 bits: kind 4, fp_saved 1, plt_split 5, cfa_off and
+ * fp_off 27 bits each, signed. False when an offset does not fit (such a
+ * rule is simply not cached). */
+static int rule_pack(int have, const cprof__cfi_rule *r, uint64_t *out) {
+  if (!have) {
+    *out = RULE_ABSENT;
+    return 1;
+  }
+  const int32_t lim = 1 << 26;
+  if (r->cfa_off >= lim || r->cfa_off < -lim || r->fp_off >= lim ||
+      r->fp_off < -lim || r->kind >= RULE_ABSENT || r->plt_split > 31)
+    return 0;
+  *out = (uint64_t)r->kind | (uint64_t)(r->fp_saved & 1) << 4 |
+         (uint64_t)r->plt_split << 5 |
+         ((uint64_t)(uint32_t)r->cfa_off & 0x7ffffff) << 10 |
+         ((uint64_t)(uint32_t)r->fp_off & 0x7ffffff) << 37;
+  return 1;
+}
+
+static inline int32_t sext27(uint64_t v) {
+  return (int32_t)((uint32_t)(v << 5)) >> 5;
+}
+
+static int rule_unpack(uint64_t v, cprof__cfi_rule *r) {
+  if ((v & 15) == RULE_ABSENT) return 0;
+  r->kind = (uint8_t)(v & 15);
+  r->fp_saved = (uint8_t)((v >> 4) & 1);
+  r->plt_split = (uint8_t)((v >> 5) & 31);
+  r->reserved = 0;
+  r->cfa_off = sext27((v >> 10) & 0x7ffffff);
+  r->fp_off = sext27((v >> 37) & 0x7ffffff);
+  return 1;
+}
+
+/* cprof__cfi_find through the cache. */
+static int find_rule(const cprof__cfi_index *idx, uintptr_t pc,
+                     cprof__cfi_rule *r) {
+  rule_slot *slot = &rule_cache[rule_slot_of(pc)];
+  uint64_t gen = atomic_load_explicit(&rule_gen, memory_order_relaxed);
+  uint64_t key = atomic_load_explicit(&slot->key, memory_order_relaxed);
+  uint64_t val = atomic_load_explicit(&slot->val, memory_order_relaxed);
+  if (key == ((uint64_t)pc ^ gen ^ rule_check(val))) return rule_unpack(val, r);
+  int have = cprof__cfi_find(idx, pc, r);
+  if (rule_pack(have, r, &val)) {
+    atomic_store_explicit(&slot->val, val, memory_order_relaxed);
+    atomic_store_explicit(&slot->key, (uint64_t)pc ^ gen ^ rule_check(val),
+                          memory_order_relaxed);
+  }
+  return have;
+}
+
+/* At most this many signal frames in one stack: each moves the stack
+ * pointer wherever the interrupted code was, so it is the one step that
+ * does not climb. */
+#define MAX_SIGNAL_FRAMES 8
+
+/*
+ * The walk. Each frame is stepped by its CFI row where the loaded object's
+ * table has one, by the frame-pointer record otherwise (and, in an
+ * interrupted frame, by the leaf rule first). The loop runs at most
+ * max + skip + MAX_SIGNAL_FRAMES times, since every iteration but a signal
+ * frame's emits a frame or stops.
+ */
+CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, regs r) {
+  int mode = atomic_load_explicit(&unwind_mode, memory_order_relaxed);
+  const cprof__cfi_index *idx =
+      mode == CPROF__UNWIND_FP ? NULL : cprof__cfi_read_begin();
+  stack_view v;
+  view_init(&v, r.sp);
+  int signals = 0, first = 1;
+  for (;;) {
+    cprof__cfi_rule rule;
+    int have = idx && find_rule(idx, r.pc, &rule);
+    /* With tables, a frame outside every loaded object is not a return
+     * address into code (a data word followed as a frame pointer): the
+     * walk ends before it. The first frame is kept: it is the pc the
+     * thread was at, or the interposer's own call site. */
+    if (idx && !have && !first && !r.interrupted &&
+        !cprof__cfi_code_range(idx, r.pc, NULL, NULL))
+      break;
+#if defined(__x86_64__)
+    if (have && rule.kind == CPROF__CFI_SIGNAL) {
+      regs next;
+      if (++signals > MAX_SIGNAL_FRAMES || !signal_step(&v, &r, &next)) break;
+      next.interrupted = 1;
+      r = next;
+      view_init(&v, r.sp);
+      continue;
+    }
+#endif
+    if (!emit(o, r.pc)) break;
+    first = 0;
+    if (have && rule.kind == CPROF__CFI_END) break;
+    regs next = {0, 0, 0, 0};
+    int stepped = 0;
+#if defined(__x86_64__)
+    if (have && (rule.kind == CPROF__CFI_RSP || rule.kind == CPROF__CFI_RBP ||
+                 rule.kind == CPROF__CFI_PLT)) {
+      stepped = cfi_step(&v, &r, &rule, &next);
+      if (!stepped) break;
+    } else if (r.interrupted && mode != CPROF__UNWIND_CFI) {
+      uintptr_t ret = leaf_return(r.pc, r.sp);
+      if (ret) {
+        next = (regs){ret, r.sp + 8, r.fp, 0};
+        stepped = 1;
+      }
+    }
+    if (!stepped && have && mode == CPROF__UNWIND_CFI) break;
+#endif
+    if (!stepped && !fp_step(&v, &r, &next)) break;
+    if (next.pc < CPROF__MIN_RETURN) break;
+    r = (regs){next.pc - 1, next.sp, next.fp, 0};
+  }
+  if (idx) cprof__cfi_read_end(idx);
+}
+
+size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp, uintptr_t sp,
+                              uintptr_t *pcs, size_t max) {
+  if (max == 0) return 0;
+  int saved = errno;
+  walk_out o = {pcs, max, 0, 0};
+  walk_regs(&o, (regs){pc, sp, fp, 0});
+  errno = saved;
+  return o.n;
+}
+
+#if defined(__x86_64__)
+/* Reads the 8 bytes at addr, which may be code of a library another thread
+ * is unloading: cprof__safe_read copies it or fails, never faults. */
+static int read_word(uintptr_t addr, uintptr_t *out) {
+  return cprof__safe_read(addr, out, sizeof *out);
+}
+
+/* The function a call instruction ending at ret calls: a direct call
+ * (E8 rel32, through a PLT stub when the stub's jump can be read) or a call
+ * through a rip-relative pointer (FF 15 disp32, as -fno-plt emits). 0 when
+ * the bytes before ret are not such a call. */
+static uintptr_t call_target(uintptr_t ret) {
+  uintptr_t before, target;
+  if (!read_word(ret - 8, &before)) return 0;
+  const unsigned char *b = (const unsigned char *)&before; /* b[7] = ret-1 */
+  int32_t disp;
+  if (b[3] == 0xe8) {
+    memcpy(&disp, b + 4, 4);
+    target = ret + (uintptr_t)(intptr_t)disp;
+    /* A PLT stub: [endbr64] [bnd] jmp *disp32(%rip). */
+    uintptr_t stub;
+    if (!read_word(target, &stub)) return target;
+    const unsigned char *c = (const unsigned char *)&stub;
+    size_t at = 0;
+    if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa) at = 4;
+    if (c[at] == 0xf2) at++;
+    if (at + 2 <= 8 && c[at] == 0xff && c[at + 1] == 0x25) {
+      uintptr_t tail, slot;
+      if (!read_word(target + at + 2, &tail)) return target;
+      memcpy(&disp, &tail, 4);
+      if (read_word(target + at + 6 + (uintptr_t)(intptr_t)disp, &slot))
+        return slot;
+    }
+    return target;
+  }
+  if (b[1] == 0xff && b[2] == 0x15) {
+    memcpy(&disp, b + 3, 4);
+    uintptr_t slot;
+    return read_word(ret + (uintptr_t)(intptr_t)disp, &slot) ? slot : 0;
+  }
+  return 0;
+}
+
+/*
+ * A sample that lands in a function that has not set up a frame (gcc omits
+ * the frame pointer in leaf functions even with -fno-omit-frame-pointer,
+ * and every function lacks one at its first instruction) finds rbp still
+ * naming the caller's caller, so the chain would skip the caller. Its
+ * return address is then at [sp]. That word is trusted only when the
+ * instruction before it is a call whose target is the function holding pc
+ * (at most 1 MiB below it), which a local variable will not imitate.
+ * Returns the return address, or 0.
+ */
+CPROF__NO_SANITIZE_MEM static uintptr_t leaf_return(uintptr_t pc,
+                                                    uintptr_t sp) {
+  uintptr_t hi = tls_hi, lo = tls_lo, ret;
+  if (sp & 7) return 0;
+  if (hi != 0 && sp >= lo && sp + 8 <= hi) {
+    ret = *(const uintptr_t *)sp;
+  } else if (!read_word(sp, &ret)) {
+    return 0;
+  }
+  if (ret < CPROF__MIN_RETURN) return 0;
+  uintptr_t target = call_target(ret);
+  if (target == 0 || target > pc || pc - target > CPROF__STACK_MAX_STEP)
+    return 0;
+  return ret;
+}
+#endif
+
+size_t cprof__stack_walk_ucontext(const void *ucontext, uintptr_t *pcs,
+                                  size_t max) {
+  const ucontext_t *uc = ucontext;
+  if (!uc || max == 0) return 0;
+  int saved = errno;
+  walk_out o = {pcs, max, 0, 0};
+#if defined(__x86_64__)
+  walk_regs(&o, (regs){(uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+                       (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+                       (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1});
+#elif defined(__aarch64__)
+  walk_regs(&o, (regs){(uintptr_t)uc->uc_mcontext.pc,
+                       (uintptr_t)uc->uc_mcontext.sp,
+                       (uintptr_t)uc->uc_mcontext.regs[29], 1});
+#endif
+  errno = saved;
+  return o.n;
+}
+
+size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max, size_t skip) {
+  if (max == 0) return 0;
+  int saved = errno;
+  /* Our own record's return address is the call site in our caller, so
+   * walking from our frame starts with the caller, as promised. A skip
+   * larger than the deepest stack cprof keeps would only burn time. */
+  const uintptr_t *frame = __builtin_frame_address(0);
+  walk_out o = {pcs, max, 0, skip > CPROF__MAX_DEPTH ? CPROF__MAX_DEPTH : skip};
+  walk_regs(&o, (regs){strip_return(frame[1]) - 1, (uintptr_t)(frame + 2),
+                       frame[0], 0});
+  errno = saved;
+  return o.n;
+}

@@ -1,0 +1,95 @@
+/*
+ * Stack capture: a frame-pointer walker that is async-signal-safe and can
+ * never fault, whatever the stack holds. Every step is validated: the frame
+ * pointer must be aligned, lie inside the thread's stack, and strictly
+ * increase by a bounded step. When a thread's stack bounds are not known
+ * (a thread that existed before cprof, or one on an alternate signal stack),
+ * each new page is probed with a system call that reports EFAULT instead of
+ * faulting.
+ *
+ * Captured stacks hold call-site addresses: the first frame of a walk from a
+ * signal context is the interrupted pc itself; every other frame is a return
+ * address minus one, so symbolization lands on the call instruction.
+ */
+#ifndef CPROF_STACK_H
+#define CPROF_STACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/internal.h"
+
+/* Room a caller needs for the deepest stack plus the truncation mark. */
+#define CPROF__STACK_BUF (CPROF__MAX_DEPTH + 1)
+
+/* Caches the calling thread's stack bounds for later walks. Not
+ * signal-safe (pthread_getattr_np allocates); call when a thread starts. */
+CPROF__HIDDEN void cprof__stack_register_thread(void);
+
+/* Forgets the calling thread's bounds (before it exits). Signal-safe. */
+CPROF__HIDDEN void cprof__stack_unregister_thread(void);
+
+/* Walks from a frame: pc is recorded as is, then the chain starting at fp.
+ * sp is the lowest address the frames may be at. Writes at most max pcs
+ * (max <= CPROF__STACK_BUF); when the stack is deeper than max - 1 frames,
+ * the last entry is CPROF__PC_TRUNCATED. Returns the number written.
+ * Async-signal-safe; preserves errno. */
+CPROF__HIDDEN size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp,
+                                            uintptr_t sp, uintptr_t *pcs,
+                                            size_t max);
+
+/* Walks from a signal handler's ucontext_t. Async-signal-safe. */
+CPROF__HIDDEN size_t cprof__stack_walk_ucontext(const void *ucontext,
+                                                uintptr_t *pcs, size_t max);
+
+/* Walks the caller's own stack, leaving out the innermost skip frames
+ * (skip = 0 starts at the function that called cprof__stack_walk_here).
+ * Async-signal-safe. */
+CPROF__HIDDEN size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max,
+                                            size_t skip)
+    __attribute__((noinline));
+
+/* How walks step between frames (CPROF_UNWIND): by CFI rows where the
+ * loaded object has them and frame pointers elsewhere (auto, the default),
+ * by frame pointers only (fp), or by CFI rows only, frame pointers only in
+ * code without rows (cfi). */
+enum { CPROF__UNWIND_AUTO, CPROF__UNWIND_FP, CPROF__UNWIND_CFI };
+CPROF__HIDDEN void cprof__stack_set_mode(int mode);
+CPROF__HIDDEN int cprof__stack_mode(void);
+
+/* Reads CPROF_UNWIND. Normal context; called from the constructor. The
+ * unwind tables are built by the first refresh. */
+CPROF__HIDDEN void cprof__stack_init(void);
+
+/* Brings the unwind tables up to date with the loaded objects (cheap when
+ * nothing was loaded or unloaded). Normal context, never in a handler. */
+CPROF__HIDDEN void cprof__stack_refresh(void);
+
+/* The same without ever waiting: skipped while another refresh is under
+ * way. For the heap and thread interposers, which may run inside the
+ * dynamic loader while it holds its lock. */
+CPROF__HIDDEN void cprof__stack_refresh_try(void);
+
+/* The bytes of stack below the caller's frame that a signal handler may
+ * still use: on the thread's own stack (bounds cached) or on the
+ * alternate signal stack it runs on; 0 when neither is known to hold the
+ * stack pointer. Async-signal-safe. */
+CPROF__HIDDEN size_t cprof__stack_room(void);
+
+/* The stack room a handler requires before it walks: its deepest use
+ * (measured by test_handler_stack, under 3 KiB) with a margin for the
+ * calls the sanitizers add. A signal with less room left is not sampled. */
+#define CPROF__HANDLER_STACK ((size_t)4096)
+
+/* Copies len (at most 64) bytes at addr into out, or returns 0 when they
+ * cannot be read; never faults, even when another thread unmaps the
+ * memory meanwhile (process_vm_readv, or page probes where that call is
+ * refused). For code and other memory outside the thread's own stack.
+ * Async-signal-safe; preserves errno. */
+CPROF__HIDDEN int cprof__safe_read(uintptr_t addr, void *out, size_t len);
+
+/* True when [addr, addr + 16) can be read without faulting. Signal-safe;
+ * preserves errno. Costs one system call. */
+CPROF__HIDDEN int cprof__stack_readable(uintptr_t addr);
+
+#endif

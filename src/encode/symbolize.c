@@ -1,0 +1,1217 @@
+/*
+ * The process symbolizer (see symbolize.h). It owns one snapshot of the
+ * executable file-backed mappings, an elfutils Dwfl session over the live
+ * process, a per-address result cache (and one of what the call at an
+ * address calls, for profile.c's tail-call frames) and an arena holding
+ * every string and result it hands out; all of it is replaced together
+ * when the mappings change, or at a refresh when the cache has grown past
+ * CACHE_MAX. Names follow binutils' addr2line (see docs/symbols.md). It
+ * may call libdw, libc's file I/O and cprof's allocator; every libdw call
+ * runs inside cprof__guard_enter()/cprof__guard_exit() because libdw
+ * allocates with plain malloc. It must never be called from a signal
+ * handler, never abort on a failure (it reports an error or names the
+ * function by object and offset instead) and never fetch debug info over
+ * the network: its Dwfl callbacks never reach libdw's debuginfod client.
+ *
+ * libdw and libelf are loaded when the first session opens (dynload.h), not
+ * when the program starts: with liblzma and libbz2 they cost every profiled
+ * process about 1 ms of CPU and 0.5 MiB of RSS before main. Without them
+ * the mappings are still listed (without build IDs), but no address gets a
+ * name.
+ */
+#include <dlfcn.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
+#include <dwarf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/dynload.h"
+#include "base/env.h"
+#include "base/hmap.h"
+#include "encode/maps.h"
+#include "base/mem.h"
+#include "capture/stack.h"
+#include "encode/symbolize.h"
+#include "base/lock.h"
+
+#define ARENA_CHUNK (64 * 1024)
+/* The most addresses the cache keeps between batches (about 700 bytes
+ * each): a refresh that finds more starts over, as after a dlopen. */
+#define CACHE_MAX 32768
+#define MAX_FRAMES CPROF__SYM_MAX_FRAMES
+
+/* libdw and libelf, loaded when the first session opens (dynload.h). The
+ * members keep the libraries' own names: libdw has two prefixes, dwfl_ and
+ * dwarf_. */
+static struct {
+  __typeof__(dwarf_attr) *dwarf_attr;
+  __typeof__(dwarf_attr_integrate) *dwarf_attr_integrate;
+  __typeof__(dwarf_decl_file) *dwarf_decl_file;
+  __typeof__(dwarf_filesrc) *dwarf_filesrc;
+  __typeof__(dwarf_formstring) *dwarf_formstring;
+  __typeof__(dwarf_formudata) *dwarf_formudata;
+  __typeof__(dwarf_child) *dwarf_child;
+  __typeof__(dwarf_getsrcfiles) *dwarf_getsrcfiles;
+  __typeof__(dwarf_haspc) *dwarf_haspc;
+  __typeof__(dwarf_lowpc) *dwarf_lowpc;
+  __typeof__(dwarf_ranges) *dwarf_ranges;
+  __typeof__(dwarf_siblingof) *dwarf_siblingof;
+  __typeof__(dwarf_srclang) *dwarf_srclang;
+  __typeof__(dwarf_tag) *dwarf_tag;
+  __typeof__(dwelf_elf_gnu_build_id) *dwelf_elf_gnu_build_id;
+  __typeof__(dwelf_elf_gnu_debuglink) *dwelf_elf_gnu_debuglink;
+  __typeof__(dwfl_addrmodule) *dwfl_addrmodule;
+  __typeof__(dwfl_begin) *dwfl_begin;
+  __typeof__(dwfl_build_id_find_debuginfo) *dwfl_build_id_find_debuginfo;
+  __typeof__(dwfl_end) *dwfl_end;
+  __typeof__(dwfl_lineinfo) *dwfl_lineinfo;
+  __typeof__(dwfl_linux_proc_find_elf) *dwfl_linux_proc_find_elf;
+  __typeof__(dwfl_linux_proc_report) *dwfl_linux_proc_report;
+  __typeof__(dwfl_module_addrdie) *dwfl_module_addrdie;
+  __typeof__(dwfl_module_build_id) *dwfl_module_build_id;
+  __typeof__(dwfl_module_getelf) *dwfl_module_getelf;
+  __typeof__(dwfl_module_getsrc) *dwfl_module_getsrc;
+  __typeof__(dwfl_module_getsym_info) *dwfl_module_getsym_info;
+  __typeof__(dwfl_module_getsymtab) *dwfl_module_getsymtab;
+  __typeof__(dwfl_module_info) *dwfl_module_info;
+  __typeof__(dwfl_report_begin) *dwfl_report_begin;
+  __typeof__(dwfl_report_end) *dwfl_report_end;
+} libdw;
+
+static const cprof__dynsym libdw_syms[] = {
+    {"dwarf_attr", (void **)&libdw.dwarf_attr},
+    {"dwarf_attr_integrate", (void **)&libdw.dwarf_attr_integrate},
+    {"dwarf_decl_file", (void **)&libdw.dwarf_decl_file},
+    {"dwarf_filesrc", (void **)&libdw.dwarf_filesrc},
+    {"dwarf_formstring", (void **)&libdw.dwarf_formstring},
+    {"dwarf_formudata", (void **)&libdw.dwarf_formudata},
+    {"dwarf_child", (void **)&libdw.dwarf_child},
+    {"dwarf_getsrcfiles", (void **)&libdw.dwarf_getsrcfiles},
+    {"dwarf_haspc", (void **)&libdw.dwarf_haspc},
+    {"dwarf_lowpc", (void **)&libdw.dwarf_lowpc},
+    {"dwarf_ranges", (void **)&libdw.dwarf_ranges},
+    {"dwarf_siblingof", (void **)&libdw.dwarf_siblingof},
+    {"dwarf_srclang", (void **)&libdw.dwarf_srclang},
+    {"dwarf_tag", (void **)&libdw.dwarf_tag},
+    {"dwelf_elf_gnu_build_id", (void **)&libdw.dwelf_elf_gnu_build_id},
+    {"dwelf_elf_gnu_debuglink", (void **)&libdw.dwelf_elf_gnu_debuglink},
+    {"dwfl_addrmodule", (void **)&libdw.dwfl_addrmodule},
+    {"dwfl_begin", (void **)&libdw.dwfl_begin},
+    {"dwfl_build_id_find_debuginfo",
+     (void **)&libdw.dwfl_build_id_find_debuginfo},
+    {"dwfl_end", (void **)&libdw.dwfl_end},
+    {"dwfl_lineinfo", (void **)&libdw.dwfl_lineinfo},
+    {"dwfl_linux_proc_find_elf", (void **)&libdw.dwfl_linux_proc_find_elf},
+    {"dwfl_linux_proc_report", (void **)&libdw.dwfl_linux_proc_report},
+    {"dwfl_module_addrdie", (void **)&libdw.dwfl_module_addrdie},
+    {"dwfl_module_build_id", (void **)&libdw.dwfl_module_build_id},
+    {"dwfl_module_getelf", (void **)&libdw.dwfl_module_getelf},
+    {"dwfl_module_getsrc", (void **)&libdw.dwfl_module_getsrc},
+    {"dwfl_module_getsym_info", (void **)&libdw.dwfl_module_getsym_info},
+    {"dwfl_module_getsymtab", (void **)&libdw.dwfl_module_getsymtab},
+    {"dwfl_module_info", (void **)&libdw.dwfl_module_info},
+    {"dwfl_report_begin", (void **)&libdw.dwfl_report_begin},
+    {"dwfl_report_end", (void **)&libdw.dwfl_report_end},
+};
+static const char *const libdw_sonames[] = {"libdw.so.1", NULL};
+static cprof__dynlib libdw_lib = {libdw_sonames, libdw_syms,
+                                  CPROF__ARRAY_LEN(libdw_syms), 0, ""};
+
+static struct {
+  __typeof__(elf_begin) *elf_begin;
+  __typeof__(elf_end) *elf_end;
+  __typeof__(elf_getphdrnum) *elf_getphdrnum;
+  __typeof__(elf_getscn) *elf_getscn;
+  __typeof__(gelf_getphdr) *gelf_getphdr;
+  __typeof__(gelf_getshdr) *gelf_getshdr;
+} libelf;
+
+static const cprof__dynsym libelf_syms[] = {
+    {"elf_begin", (void **)&libelf.elf_begin},
+    {"elf_end", (void **)&libelf.elf_end},
+    {"elf_getphdrnum", (void **)&libelf.elf_getphdrnum},
+    {"elf_getscn", (void **)&libelf.elf_getscn},
+    {"gelf_getphdr", (void **)&libelf.gelf_getphdr},
+    {"gelf_getshdr", (void **)&libelf.gelf_getshdr},
+};
+static const char *const libelf_sonames[] = {"libelf.so.1", NULL};
+static cprof__dynlib libelf_lib = {libelf_sonames, libelf_syms,
+                                   CPROF__ARRAY_LEN(libelf_syms), 0, ""};
+
+typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len,
+                             int *status);
+
+typedef struct arena_chunk {
+  struct arena_chunk *next;
+  size_t used, cap;
+  _Alignas(16) unsigned char data[];
+} arena_chunk;
+
+static struct {
+  bool ready;          /* a snapshot exists (possibly without a session) */
+  cprof_buf signature; /* the exec mappings the snapshot was built from */
+  cprof__sym_mapping *maps;
+  size_t nmaps;
+  Dwfl *dwfl;
+  arena_chunk *arena;
+  cprof__hmap cache;   /* pc -> cprof__sym_result * */
+  cprof__hmap strings; /* content hash -> interned char * */
+  demangle_fn demangle;
+  struct module_syms *modsyms; /* a list, one per module looked up */
+  cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
+} S;
+
+static pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void cprof__sym_lock(void) { cprof__lock(&sym_mu); }
+void cprof__sym_unlock(void) { cprof__unlock(&sym_mu); }
+
+/* Arena: bump allocation in 64 KiB chunks, freed all at once on rebuild. */
+
+static void *arena_alloc(size_t n) {
+  n = (n + 15) & ~(size_t)15;
+  arena_chunk *c = S.arena;
+  if (!c || c->cap - c->used < n) {
+    size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+    c = cprof__malloc(sizeof *c + cap);
+    if (!c) return NULL;
+    c->used = 0;
+    c->cap = cap;
+    if (S.arena && n > ARENA_CHUNK) {
+      /* Keep filling the current chunk; put the big one behind it. */
+      c->next = S.arena->next;
+      S.arena->next = c;
+    } else {
+      c->next = S.arena;
+      S.arena = c;
+    }
+  }
+  void *p = c->data + c->used;
+  c->used += n;
+  return p;
+}
+
+static void arena_free(void) {
+  while (S.arena) {
+    arena_chunk *next = S.arena->next;
+    cprof__free(S.arena);
+    S.arena = next;
+  }
+}
+
+/* Copies a string into the arena once; equal strings share one copy. */
+static const char *intern_n(const char *s, size_t n) {
+  uint64_t key = cprof__hash_bytes(CPROF__HASH_SEED, s, n), val;
+  if (cprof__hmap_get(&S.strings, key, &val)) {
+    const char *old = (const char *)(uintptr_t)val;
+    if (strncmp(old, s, n) == 0 && old[n] == '\0') return old;
+    key = 0; /* a hash collision: keep a private copy */
+  }
+  char *copy = arena_alloc(n + 1);
+  if (!copy) return NULL;
+  memcpy(copy, s, n);
+  copy[n] = '\0';
+  if (key) cprof__hmap_put(&S.strings, key, (uint64_t)(uintptr_t)copy);
+  return copy;
+}
+
+static const char *intern(const char *s) { return intern_n(s, strlen(s)); }
+
+/*
+ * Debug info lookup, on this machine only. libdw's standard search
+ * (dwfl_standard_find_debuginfo) ends by asking a debuginfod server
+ * whenever DEBUGINFOD_URLS is set, which several distributions do by
+ * default; that could download hundreds of megabytes from inside the
+ * profiled program. So cprof searches by itself, in the same way whether
+ * the variable is set or not: the build-id tree first, through libdw's
+ * dwfl_build_id_find_debuginfo (which validates what it finds and never
+ * asks a server), then the .gnu_debuglink name where libdw's standard
+ * search looks for it: beside the object, in its .debug directory and
+ * under /usr/lib/debug, each candidate validated by build ID or, for an
+ * object without one, by the link's CRC. A dwz alternate file is found by
+ * its build ID here, or by libdw itself (dwarf_getalt, local files only).
+ */
+#define DEBUG_ROOT "/usr/lib/debug"
+
+/* The CRC-32 of a whole file, as .gnu_debuglink records it (zlib's). */
+static bool file_crc(int fd, uint32_t *out) {
+  enum { CHUNK = 64 * 1024 };
+  unsigned char *buf = cprof__malloc(CHUNK);
+  if (!buf) return false;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  off_t at = 0;
+  bool ok = true;
+  for (;;) {
+    ssize_t n = pread(fd, buf, CHUNK, at);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) ok = false;
+    if (n <= 0) break;
+    crc = crc32(crc, buf, (uInt)n);
+    at += n;
+  }
+  cprof__free(buf);
+  *out = (uint32_t)crc;
+  return ok;
+}
+
+/* True when the file open at fd is mod's debug file: it has mod's build
+ * ID when mod has one, else its CRC is crc (not checked when crc is 0). */
+static bool debug_file_matches(Dwfl_Module *mod, int fd, GElf_Word crc) {
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = libdw.dwfl_module_build_id(mod, &bits, &vaddr);
+  if (n > 0) {
+    Elf *elf = libelf.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    if (!elf) return false;
+    const void *id;
+    ssize_t len = libdw.dwelf_elf_gnu_build_id(elf, &id);
+    bool same = len == n && memcmp(id, bits, (size_t)n) == 0;
+    libelf.elf_end(elf);
+    return same;
+  }
+  uint32_t got;
+  return crc == 0 || (file_crc(fd, &got) && got == crc);
+}
+
+/* Opens dir/name when it exists, is not the object itself and matches
+ * mod; on success *found gets a malloc'd copy of the path (libdw frees
+ * it). */
+static int try_debug_file(Dwfl_Module *mod, const struct stat *main_st,
+                          const char *dir, const char *sub, const char *name,
+                          GElf_Word crc, char **found) {
+  char path[4096];
+  int len = sub ? snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name)
+                : snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (len <= 0 || (size_t)len >= sizeof path) return -1;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_dev == main_st->st_dev &&
+                              st.st_ino == main_st->st_ino) ||
+      !debug_file_matches(mod, fd, crc)) {
+    close(fd);
+    return -1;
+  }
+  if (found) *found = strdup(path); /* libdw frees it with free */
+  return fd;
+}
+
+/* The .gnu_debuglink search for the object at file, in libdw's order:
+ * the name (its link, or "<base name>.debug" when it has none) in the
+ * object's directory, its .debug subdirectory, then under DEBUG_ROOT in
+ * the object's directory and each of its trailing parts ("/usr/lib/x"
+ * gives usr/lib/x, lib/x, x and DEBUG_ROOT itself); outside the object's
+ * own directory a made-up name is also tried as the object's base name. */
+static int find_by_debuglink(Dwfl_Module *mod, const char *file,
+                             const char *link, GElf_Word crc, char **found) {
+  const char *slash = strrchr(file, '/');
+  if (!slash) return -1;
+  char dir[4096], made[1024];
+  size_t dlen = (size_t)(slash - file);
+  const char *base = slash + 1;
+  if (dlen >= sizeof dir || !*base) return -1;
+  memcpy(dir, file, dlen);
+  dir[dlen] = '\0';
+  if (!link) {
+    if ((size_t)snprintf(made, sizeof made, "%s.debug", base) >= sizeof made)
+      return -1;
+    link = made;
+    crc = 0;
+  }
+  struct stat main_st;
+  if (stat(file, &main_st) != 0) memset(&main_st, 0, sizeof main_st);
+  int fd = try_debug_file(mod, &main_st, dlen ? dir : "", NULL, link, crc,
+                          found);
+  if (fd < 0)
+    fd = try_debug_file(mod, &main_st, dlen ? dir : "", ".debug", link, crc,
+                        found);
+  if (fd < 0 && link == made)
+    fd = try_debug_file(mod, &main_st, dlen ? dir : "", ".debug", base, 0,
+                        found);
+  for (const char *sub = dir; fd < 0 && dir[0] == '/';) {
+    sub = strchr(sub, '/');
+    if (sub) sub++;
+    if (sub && !*sub) break;
+    fd = try_debug_file(mod, &main_st, DEBUG_ROOT, sub, link, crc, found);
+    if (fd < 0 && link == made)
+      fd = try_debug_file(mod, &main_st, DEBUG_ROOT, sub, base, 0, found);
+    if (!sub) break;
+  }
+  return fd;
+}
+
+static int find_debuginfo(Dwfl_Module *mod, void **userdata,
+                          const char *modname, GElf_Addr base,
+                          const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc,
+                          char **debuginfo_file_name) {
+  int fd = libdw.dwfl_build_id_find_debuginfo(
+      mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
+      debuginfo_file_name);
+  if (fd >= 0 || !file_name) return fd;
+  /* libdw asks again for a dwz alternate file, naming it as the link; the
+   * object's own link tells the two requests apart. The build-id lookup
+   * above was the alternate file's; libdw tries its path itself. */
+  GElf_Addr bias;
+  GElf_Word own_crc = 0;
+  Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
+  const char *own = elf ? libdw.dwelf_elf_gnu_debuglink(elf, &own_crc) : NULL;
+  if (debuglink_file && (!own || strcmp(own, debuglink_file) != 0 ||
+                         own_crc != debuglink_crc))
+    return -1;
+  fd = find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
+                         debuginfo_file_name);
+  if (fd < 0) {
+    /* A symbolic link's target may be the name the debug file goes by. */
+    char *canon = realpath(file_name, NULL);
+    if (canon && strcmp(canon, file_name) != 0)
+      fd = find_by_debuglink(mod, canon, debuglink_file, debuglink_crc,
+                             debuginfo_file_name);
+    cprof__free_foreign(canon); /* realpath allocated it with malloc */
+  }
+  return fd;
+}
+
+/* find_elf is libdw's own, filled in when libdw loads (load_libdw). */
+static Dwfl_Callbacks callbacks = {.find_debuginfo = find_debuginfo};
+
+/* Loads libdw and libelf on the first call; later calls return the first
+ * answer. A failure is reported once, on stderr, and symbolization stays
+ * off: every session then fails to open, as when dwfl_begin fails. Called
+ * with the symbolizer's lock held. */
+static bool load_libdw(void) {
+  static bool warned;
+  cprof__dynlib *failed = NULL;
+  if (cprof__dynload(&libdw_lib) != 0)
+    failed = &libdw_lib;
+  else if (cprof__dynload(&libelf_lib) != 0)
+    failed = &libelf_lib;
+  if (!failed) {
+    callbacks.find_elf = libdw.dwfl_linux_proc_find_elf;
+    return true;
+  }
+  if (!warned) {
+    warned = true;
+    cprof__warn("symbolize: %s; profiles will have addresses but no function "
+                "names",
+                failed->why);
+  }
+  return false;
+}
+
+/* Reads /proc/self/maps whole; the caller frees *out. */
+static int read_maps(char **out, size_t *out_len) {
+  int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return CPROF_ESYS;
+  size_t cap = 16 * 1024, len = 0;
+  char *buf = cprof__malloc(cap);
+  int err = buf ? 0 : CPROF_ENOMEM;
+  while (!err) {
+    if (len == cap) {
+      char *bigger = cap <= SIZE_MAX / 2 ? cprof__realloc(buf, cap * 2) : NULL;
+      if (!bigger) {
+        err = CPROF_ENOMEM;
+        break;
+      }
+      buf = bigger;
+      cap *= 2;
+    }
+    ssize_t n = read(fd, buf + len, cap - len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) err = CPROF_EIO;
+    if (n <= 0) break;
+    len += (size_t)n;
+  }
+  close(fd);
+  if (err) {
+    cprof__free(buf);
+    return err;
+  }
+  *out = buf;
+  *out_len = len;
+  return 0;
+}
+
+/* Executable mappings of files, and the vDSO: a walk can pass through the
+ * vDSO's code (clock_gettime, gettimeofday), so its frames need a mapping
+ * too. */
+static bool wanted(const cprof__map_entry *e) {
+  static const char vdso[] = "[vdso]";
+  if (!e->executable || e->path_len == 0) return false;
+  return e->path[0] == '/' ||
+         (e->path_len == sizeof vdso - 1 &&
+          memcmp(e->path, vdso, sizeof vdso - 1) == 0);
+}
+
+/* The signature: one canonical line per wanted mapping, inode included so
+ * that a different file reloaded at the same place counts as a change. */
+static int sign_entry(const cprof__map_entry *e, void *ctx) {
+  if (!wanted(e)) return 0;
+  return cprof__buf_printf(ctx, "%llx %llx %llx %llu %.*s\n",
+                           (unsigned long long)e->start,
+                           (unsigned long long)e->end,
+                           (unsigned long long)e->offset,
+                           (unsigned long long)e->inode, (int)e->path_len,
+                           e->path);
+}
+
+typedef struct collect_ctx {
+  size_t n;
+} collect_ctx;
+
+static int collect_entry(const cprof__map_entry *e, void *ctx) {
+  collect_ctx *cc = ctx;
+  if (!wanted(e)) return 0;
+  cprof__sym_mapping *m = &S.maps[cc->n++];
+  m->start = e->start;
+  m->limit = e->end;
+  m->offset = e->offset;
+  m->path = intern_n(e->path, e->path_len);
+  m->build_id = "";
+  m->is_main = false;
+  if (!m->path) return CPROF_ENOMEM;
+  return 0;
+}
+
+static int count_entry(const cprof__map_entry *e, void *ctx) {
+  if (wanted(e)) ++*(size_t *)ctx;
+  return 0;
+}
+
+static void drop_state(void) {
+  if (S.dwfl) {
+    cprof__guard_enter();
+    libdw.dwfl_end(S.dwfl);
+    cprof__guard_exit();
+    S.dwfl = NULL;
+  }
+  cprof__hmap_free(&S.cache);
+  cprof__hmap_free(&S.strings);
+  arena_free();
+  S.modsyms = NULL;
+  S.maps = NULL;
+  S.nmaps = 0;
+  S.ready = false;
+  cprof__hmap_free(&S.callees);
+}
+
+/* Moves the mapping of /proc/self/exe to index 0, keeping the rest in
+ * address order. */
+static void put_main_first(void) {
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return;
+  size_t len = (size_t)n;
+  static const char deleted[] = " (deleted)";
+  if (len > sizeof deleted - 1 &&
+      memcmp(exe + len - (sizeof deleted - 1), deleted, sizeof deleted - 1) == 0)
+    len -= sizeof deleted - 1;
+  exe[len] = '\0';
+  for (size_t i = 0; i < S.nmaps; i++) {
+    if (strcmp(S.maps[i].path, exe) != 0) continue;
+    cprof__sym_mapping m = S.maps[i];
+    memmove(&S.maps[1], &S.maps[0], i * sizeof m);
+    m.is_main = true;
+    S.maps[0] = m;
+    return;
+  }
+}
+
+/* Opens the session and fills in the build IDs; false if libdw failed or
+ * could not be loaded. */
+static bool open_session(void) {
+  if (!load_libdw()) return false;
+  cprof__guard_enter();
+  S.dwfl = libdw.dwfl_begin(&callbacks);
+  if (S.dwfl) {
+    libdw.dwfl_report_begin(S.dwfl);
+    int rc = libdw.dwfl_linux_proc_report(S.dwfl, getpid());
+    if (libdw.dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
+      libdw.dwfl_end(S.dwfl);
+      S.dwfl = NULL;
+    }
+  }
+  for (size_t i = 0; S.dwfl && i < S.nmaps; i++) {
+    cprof__sym_mapping *m = &S.maps[i];
+    Dwfl_Module *mod = libdw.dwfl_addrmodule(S.dwfl, m->start);
+    Dwarf_Addr bias;
+    const unsigned char *bits;
+    GElf_Addr vaddr;
+    if (!mod || !libdw.dwfl_module_getelf(mod, &bias)) continue;
+    int nbits = libdw.dwfl_module_build_id(mod, &bits, &vaddr);
+    if (nbits <= 0) continue;
+    char *hex = arena_alloc(2 * (size_t)nbits + 1);
+    if (!hex) continue;
+    for (int j = 0; j < nbits; j++)
+      snprintf(hex + 2 * j, 3, "%02x", bits[j]);
+    m->build_id = hex;
+  }
+  cprof__guard_exit();
+  return S.dwfl != NULL;
+}
+
+/* The signature of the current executable mappings. */
+static int current_signature(cprof_buf *sig, char **text, size_t *len) {
+  int err = read_maps(text, len);
+  if (err) return err;
+  err = cprof__maps_parse(*text, *len, sign_entry, sig);
+  if (err) {
+    cprof__free(*text);
+    *text = NULL;
+    cprof_buf_free(sig);
+  }
+  return err;
+}
+
+static bool same_signature(const cprof_buf *a, const cprof_buf *b) {
+  return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
+}
+
+int cprof__sym_refresh(void) {
+  char *text = NULL;
+  size_t len = 0;
+  cprof_buf sig = {0};
+  int err = current_signature(&sig, &text, &len);
+  if (err) return err;
+  if (S.ready && S.cache.len <= CACHE_MAX && same_signature(&sig, &S.signature))
+    goto out;
+
+  drop_state();
+  cprof_buf_free(&S.signature);
+  cprof__guard_enter();
+  S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  cprof__guard_exit();
+  size_t count = 0;
+  cprof__maps_parse(text, len, count_entry, &count);
+  S.maps = arena_alloc((count ? count : 1) * sizeof *S.maps);
+  if (!S.maps) {
+    err = CPROF_ENOMEM;
+    goto out;
+  }
+  collect_ctx cc = {0};
+  err = cprof__maps_parse(text, len, collect_entry, &cc);
+  if (err) goto out;
+  S.nmaps = cc.n;
+  put_main_first();
+  S.ready = true;
+  if (!open_session()) {
+    /* The mapping list stands; lookups find no names, and the next refresh
+     * tries again. */
+    err = CPROF_ESYMBOLS;
+    goto out;
+  }
+
+  /* libdw read the maps on its own. Remember the snapshot only if nothing
+   * was loaded or unloaded in between; otherwise the next refresh rebuilds. */
+  cprof_buf after = {0};
+  char *text2 = NULL;
+  size_t len2 = 0;
+  if (current_signature(&after, &text2, &len2) == 0 &&
+      same_signature(&sig, &after)) {
+    S.signature = sig;
+    sig = (cprof_buf){0};
+  }
+  cprof_buf_free(&after);
+  cprof__free(text2);
+
+out:
+  if (err && !S.ready) drop_state();
+  cprof_buf_free(&sig);
+  cprof__free(text);
+  return err;
+}
+
+size_t cprof__sym_nmappings(void) { return S.nmaps; }
+
+const cprof__sym_mapping *cprof__sym_mapping_at(size_t i) {
+  return i < S.nmaps ? &S.maps[i] : NULL;
+}
+
+/* Sets name and system_name from a symbol as the object file spells it. */
+static bool set_names(cprof__sym_frame *f, const char *sym) {
+  f->system_name = intern(sym);
+  if (!f->system_name) return false;
+  f->name = f->system_name;
+  if (S.demangle && sym[0] == '_' && sym[1] == 'Z') {
+    int status = -1;
+    char *d = S.demangle(sym, NULL, NULL, &status);
+    if (d && status == 0) {
+      const char *name = intern(d);
+      if (name) f->name = name;
+    }
+    cprof__free_foreign(d); /* __cxa_demangle allocated it with malloc */
+  }
+  return true;
+}
+
+/*
+ * Symbol tables. dwfl_module_addrinfo scans a module's whole symbol table on
+ * every call (about 300 us per lookup in libc with its debug symbols), so
+ * each module's function symbols are sorted once, on its first lookup, and
+ * searched by bisection. A sized symbol must contain the address, a
+ * sizeless one (assembly) covers up to the next symbol, as in
+ * dwfl_module_addrinfo; among aliases a global or weak one beats a local
+ * one, and otherwise the first in the table wins, as in binutils'
+ * addr2line (dwfl_module_addrinfo prefers global to weak, which names
+ * glibc's and the sanitizers' functions by their internal aliases).
+ */
+typedef struct func_sym {
+  uint64_t addr, size;
+  uint64_t section_end; /* a sizeless symbol covers no further */
+  const char *name;     /* libdw's, valid for the session */
+  int rank;             /* 1 global or weak, 0 local */
+  int index;            /* in the table: the first alias wins, as in libdw */
+  /* A local symbol's source file, from the STT_FILE symbol before it (the
+   * only file known for code without line information), or NULL. */
+  const char *file;
+} func_sym;
+
+typedef struct module_syms {
+  struct module_syms *next;
+  Dwfl_Module *mod;
+  func_sym *syms;
+  size_t n;
+} module_syms;
+
+static int sym_order(const void *a, const void *b) {
+  const func_sym *x = a, *y = b;
+  if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+  if (x->rank != y->rank) return y->rank - x->rank;
+  if ((x->size != 0) != (y->size != 0)) return x->size ? -1 : 1;
+  return x->index - y->index;
+}
+
+static module_syms *syms_of(Dwfl_Module *mod) {
+  for (module_syms *m = S.modsyms; m; m = m->next)
+    if (m->mod == mod) return m;
+  module_syms *m = arena_alloc(sizeof *m);
+  if (!m) return NULL;
+  *m = (module_syms){.next = S.modsyms, .mod = mod};
+  S.modsyms = m;
+  int total = libdw.dwfl_module_getsymtab(mod);
+  if (total <= 1) return m;
+  m->syms = arena_alloc((size_t)total * sizeof *m->syms);
+  if (!m->syms) return m;
+  const char *file = NULL;
+  for (int i = 1; i < total; i++) {
+    GElf_Sym sym;
+    GElf_Addr addr;
+    GElf_Word shndx;
+    Elf *elf = NULL;
+    const char *name =
+        libdw.dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, NULL);
+    int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+    if (name && type == STT_FILE) file = *name ? name : NULL;
+    if (!name || !*name || shndx == SHN_UNDEF || shndx == SHN_ABS) continue;
+    if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+      continue;
+    GElf_Shdr shdr;
+    Elf_Scn *scn = elf ? libelf.elf_getscn(elf, shndx) : NULL;
+    uint64_t section_end = addr + sym.st_size;
+    if (scn && libelf.gelf_getshdr(scn, &shdr) && sym.st_value >= shdr.sh_addr)
+      section_end = addr - (sym.st_value - shdr.sh_addr) + shdr.sh_size;
+    m->syms[m->n++] = (func_sym){
+        .addr = addr,
+        .size = sym.st_size,
+        .section_end = section_end,
+        .name = name,
+        .rank = bind == STB_GLOBAL || bind == STB_WEAK ? 1 : 0,
+        .index = i,
+        .file = bind == STB_LOCAL ? file : NULL,
+    };
+  }
+  qsort(m->syms, m->n, sizeof *m->syms, sym_order);
+  return m;
+}
+
+/* The function symbol containing pc, or NULL. */
+static const func_sym *find_sym(Dwfl_Module *mod, uint64_t pc) {
+  module_syms *m = syms_of(mod);
+  if (!m || m->n == 0) return NULL;
+  size_t lo = 0, hi = m->n; /* the first symbol above pc is at hi */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->syms[mid].addr <= pc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  /* Walk back over the nearest addresses (a sized symbol further down can
+   * still contain pc when sizeless labels sit inside it); within one
+   * address the sort put the best candidate first. */
+  const func_sym *sizeless = NULL;
+  for (size_t i = hi, groups = 0; i > 0 && groups < 8; groups++) {
+    size_t first = i - 1;
+    while (first > 0 && m->syms[first - 1].addr == m->syms[i - 1].addr)
+      first--;
+    for (size_t j = first; j < i; j++) {
+      const func_sym *f = &m->syms[j];
+      if (f->size != 0 && pc - f->addr < f->size) return f;
+      if (f->size == 0 && groups == 0 && !sizeless && pc < f->section_end)
+        sizeless = f;
+    }
+    i = first;
+  }
+  return sizeless;
+}
+
+static const char *die_string(Dwarf_Die *die, unsigned attr) {
+  Dwarf_Attribute a;
+  if (!libdw.dwarf_attr_integrate(die, attr, &a)) return NULL;
+  return libdw.dwarf_formstring(&a);
+}
+
+/* The symbol of a DWARF function: its linkage name where it has one (C++),
+ * else its plain name. */
+static const char *die_symbol(Dwarf_Die *die) {
+  const char *s = die_string(die, DW_AT_linkage_name);
+  if (!s) s = die_string(die, DW_AT_MIPS_linkage_name);
+  if (!s) s = die_string(die, DW_AT_name);
+  return s;
+}
+
+/* An unsigned attribute of a DIE; false when it has none. */
+static bool udata_attr(Dwarf_Die *die, unsigned attr, Dwarf_Word *v) {
+  Dwarf_Attribute a;
+  return libdw.dwarf_formudata(libdw.dwarf_attr(die, attr, &a), v) == 0;
+}
+
+/* The call site an inlined_subroutine DIE records. */
+static void call_site(Dwarf_Die *inl, Dwarf_Files *files, size_t nfiles,
+                      const char **file, int *line) {
+  Dwarf_Word v;
+  *file = NULL;
+  *line = 0;
+  if (files && udata_attr(inl, DW_AT_call_file, &v) && v < nfiles)
+    *file = libdw.dwarf_filesrc(files, v, NULL, NULL);
+  if (udata_attr(inl, DW_AT_call_line, &v) && v <= (Dwarf_Word)INT32_MAX)
+    *line = (int)v;
+}
+
+static bool set_frame(cprof__sym_frame *f, const char *sym, const char *file,
+                      int line, uint64_t start) {
+  if (!set_names(f, sym)) return false;
+  f->file = intern(file ? file : "");
+  if (!f->file) return false;
+  f->line = line > 0 ? line : 0;
+  f->start = start;
+  return true;
+}
+
+/* An unsigned attribute of a DIE or of the DIE it completes (its abstract
+ * origin or specification); false when none has it. */
+static bool udata_integrate(Dwarf_Die *die, unsigned attr, Dwarf_Word *v) {
+  Dwarf_Attribute a;
+  return libdw.dwarf_formudata(libdw.dwarf_attr_integrate(die, attr, &a),
+                               v) == 0;
+}
+
+/* A function DIE's first address: its low_pc, else the start of its first
+ * range (a function split into hot and cold parts has ranges only). */
+static bool die_start(Dwarf_Die *die, Dwarf_Addr *start) {
+  if (libdw.dwarf_lowpc(die, start) == 0) return true;
+  Dwarf_Addr base, end;
+  return libdw.dwarf_ranges(die, 0, &base, start, &end) > 0;
+}
+
+/* The languages whose functions are better named by their symbols than
+ * by DW_AT_name: where symbols are mangled, DW_AT_name is a bare name (no
+ * scope, no parameters); in assembly it is one of the labels at the
+ * function's address, no better than the symbol. binutils' addr2line makes
+ * the same choice. */
+static bool symbol_language(Dwarf_Die *cu) {
+  switch (libdw.dwarf_srclang(cu)) {
+    case DW_LANG_C_plus_plus:
+    case DW_LANG_C_plus_plus_03:
+    case DW_LANG_C_plus_plus_11:
+    case DW_LANG_C_plus_plus_14:
+    case DW_LANG_ObjC_plus_plus:
+    case DW_LANG_D:
+    case DW_LANG_Rust:
+    case DW_LANG_Mips_Assembler:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/* Copies len bytes of the process's memory at addr; false when unreadable
+ * (an object unloaded meanwhile, say). */
+static bool read_mem(uint64_t addr, void *out, size_t len) {
+  return addr >= 4096 && cprof__safe_read((uintptr_t)addr, out, len);
+}
+
+/*
+ * The first address of the function holding pc, from the module's
+ * .eh_frame_hdr: its table lists every FDE by its first address, sorted,
+ * and one FDE spans one function (stripping keeps .eh_frame). The table is
+ * read where the object is loaded. Only the encoding every linker writes
+ * is understood (the table datarel sdata4); false otherwise, or when no
+ * FDE covers pc.
+ */
+static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
+  GElf_Addr bias = 0;
+  Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
+  size_t nphdr = 0;
+  if (!elf || libelf.elf_getphdrnum(elf, &nphdr) != 0) return false;
+  uint64_t hdr = 0;
+  for (size_t i = 0; i < nphdr && !hdr; i++) {
+    GElf_Phdr ph;
+    if (libelf.gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
+      hdr = bias + ph.p_vaddr;
+  }
+  unsigned char h[4];
+  if (!hdr || !read_mem(hdr, h, sizeof h) || h[0] != 1) return false;
+  size_t ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
+                    : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
+                        ? 8
+                        : 0;
+  uint32_t count;
+  if (!ptr_size || h[2] != 0x03 || h[3] != 0x3b ||
+      !read_mem(hdr + 4 + ptr_size, &count, sizeof count) || count == 0)
+    return false;
+  uint64_t table = hdr + 4 + ptr_size + 4;
+  /* The last entry whose first address is at or below pc. */
+  int64_t want = (int64_t)(pc - hdr);
+  uint32_t lo = 0, hi = count;
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    int32_t e[2];
+    if (!read_mem(table + 8 * (uint64_t)mid, e, sizeof e)) return false;
+    if (e[0] <= want)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  int32_t e[2];
+  if (!read_mem(table + 8 * (uint64_t)lo, e, sizeof e) || e[0] > want)
+    return false;
+  uint64_t first = hdr + (uint64_t)(int64_t)e[0];
+  /* The FDE's range, when its address is pcrel sdata4 as usual: pc must
+   * lie inside it (not in a gap between functions). */
+  uint64_t fde = hdr + (uint64_t)(int64_t)e[1];
+  uint32_t f[4]; /* length, CIE pointer, first address, range */
+  if (read_mem(fde, f, sizeof f) && f[0] != 0xffffffffu &&
+      fde + 8 + (uint64_t)(int64_t)(int32_t)f[2] == first &&
+      pc - first >= f[3])
+    return false;
+  *start = first;
+  return true;
+}
+
+/*
+ * The name of a function no symbol or debug information names: its
+ * object's base name and the ELF address of its first byte (from the FDE
+ * covering pc, else pc itself). That is the address addr2line and pprof
+ * take for the object, so the function can be symbolized again later from
+ * an unstripped copy; *start gets its runtime address.
+ */
+static const char *unknown_name(Dwfl_Module *mod, int mapping, uintptr_t pc,
+                                uint64_t *start) {
+  uint64_t first = pc;
+  if (!fde_start(mod, pc, &first)) first = pc;
+  GElf_Addr bias = 0;
+  libdw.dwfl_module_getelf(mod, &bias);
+  const char *path = mapping >= 0 ? S.maps[mapping].path : NULL;
+  if (!path)
+    path = libdw.dwfl_module_info(mod, NULL, NULL, NULL, NULL, NULL, NULL,
+                                  NULL);
+  if (!path) path = "";
+  const char *base = strrchr(path, '/');
+  char name[512];
+  snprintf(name, sizeof name, "%s+%#llx", base ? base + 1 : path,
+           (unsigned long long)(first - bias));
+  *start = first;
+  return intern(name);
+}
+
+/* The DIEs that can hold scopes (and so inlined code): the ones libdw's
+ * dwarf_getscopes descends into. */
+static bool may_hold_scopes(int tag) {
+  switch (tag) {
+    case DW_TAG_compile_unit:
+    case DW_TAG_partial_unit:
+    case DW_TAG_module:
+    case DW_TAG_lexical_block:
+    case DW_TAG_with_stmt:
+    case DW_TAG_catch_block:
+    case DW_TAG_try_block:
+    case DW_TAG_entry_point:
+    case DW_TAG_inlined_subroutine:
+    case DW_TAG_subprogram:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/*
+ * The scopes around pc (an address of the debug information: the
+ * runtime address minus the module's bias), outermost first, as the
+ * DIE tree nests them: from the CU down, at each level the child that
+ * holds pc. dwarf_getscopes finds the innermost scope the same way, but
+ * above an inlined instance it goes on with the scopes of the inlined
+ * function's own definition, losing every level it was inlined through;
+ * dwarf_getscopes_die keeps them but reads the whole CU for each address.
+ * At most max scopes; returns how many.
+ */
+static int scopes_at(Dwarf_Die *cudie, Dwarf_Addr pc, Dwarf_Die *out,
+                     int max) {
+  Dwarf_Die cur = *cudie, child;
+  int n = 0;
+  while (n < max && libdw.dwarf_child(&cur, &child) == 0) {
+    bool found = false;
+    do {
+      if (may_hold_scopes(libdw.dwarf_tag(&child)) &&
+          libdw.dwarf_haspc(&child, pc) == 1) {
+        out[n++] = cur = child;
+        found = true;
+        break;
+      }
+    } while (libdw.dwarf_siblingof(&child, &child) == 0);
+    if (!found) break;
+  }
+  return n;
+}
+
+/* Fills r's frames for a real pc; the caller holds the guard. */
+static void resolve(cprof__sym_result *r, uintptr_t pc) {
+  Dwfl_Module *mod = S.dwfl ? libdw.dwfl_addrmodule(S.dwfl, pc) : NULL;
+  if (!mod) return;
+
+  const func_sym *fs = find_sym(mod, pc);
+  const char *file = NULL;
+  int line = 0;
+  Dwfl_Line *dl = libdw.dwfl_module_getsrc(mod, pc);
+  if (dl) file = libdw.dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
+
+  /* The scopes around pc, each inlined level with the function it is
+   * inlined into (as eu-addr2line -i finds them). */
+  Dwarf_Addr bias = 0;
+  Dwarf_Die *cudie = libdw.dwfl_module_addrdie(mod, pc, &bias);
+  Dwarf_Die scopes[2 * MAX_FRAMES];
+  int nscopes = cudie ? scopes_at(cudie, pc - bias, scopes,
+                                  (int)CPROF__ARRAY_LEN(scopes))
+                      : 0;
+  Dwarf_Files *files = NULL;
+  size_t nfiles = 0;
+  if (cudie && libdw.dwarf_getsrcfiles(cudie, &files, &nfiles) != 0)
+    files = NULL;
+
+  /* Inlined instances innermost first, up to the containing function;
+   * beyond MAX_FRAMES - 1 levels the outer ones are left out. */
+  int inl[MAX_FRAMES - 1], ninl = 0, last_inl = -1, sub = -1;
+  for (int i = nscopes - 1; i >= 0; i--) {
+    int tag = libdw.dwarf_tag(&scopes[i]);
+    if (tag == DW_TAG_inlined_subroutine) {
+      if (ninl < (int)CPROF__ARRAY_LEN(inl)) inl[ninl++] = i;
+      last_inl = i;
+    } else if (tag == DW_TAG_subprogram) {
+      sub = i;
+      break;
+    }
+  }
+
+  /* The containing function's name, as addr2line gives it: the linkage
+   * name where the debug information has one; else, for C++, assembly and
+   * the like, the symbol at the function's first address; else its
+   * DW_AT_name (for C that is the source name, also of a clone such as
+   * foo.constprop.0 or of foo's cold part). The system name is the symbol
+   * at its first address when there is one. Without debug information,
+   * the symbol covering pc names it. */
+  const char *symname = NULL, *sysname = NULL;
+  uint64_t start = 0;
+  if (sub >= 0) {
+    Dwarf_Die *fn = &scopes[sub];
+    const func_sym *at = NULL;
+    Dwarf_Addr low;
+    if (die_start(fn, &low)) {
+      start = low + bias;
+      at = find_sym(mod, start);
+      if (at && at->addr != start) at = NULL;
+    }
+    const char *linkage = die_string(fn, DW_AT_linkage_name);
+    if (!linkage) linkage = die_string(fn, DW_AT_MIPS_linkage_name);
+    const char *plain = die_string(fn, DW_AT_name);
+    if (linkage)
+      symname = linkage;
+    else if (at && (!plain || symbol_language(cudie)))
+      symname = at->name;
+    else
+      symname = plain;
+    sysname = at ? at->name : symname;
+    Dwarf_Word decl;
+    if (symname && udata_integrate(fn, DW_AT_decl_line, &decl) &&
+        decl <= (Dwarf_Word)INT32_MAX)
+      r->decl_line = (int)decl;
+    /* Code the line table does not cover (crtstuff.c's, say) is still in
+     * the file that declares its function; addr2line says so too. */
+    if (!dl && ninl == 0) file = libdw.dwarf_decl_file(fn);
+  }
+  if (!symname && fs) {
+    symname = sysname = fs->name;
+    start = fs->addr;
+    if (!dl) file = fs->file;
+  }
+  if (symname && !start && fs) start = fs->addr;
+  const char *unknown = NULL;
+  uint64_t unknown_start = 0;
+  if (!symname) {
+    unknown = unknown_name(mod, r->mapping, pc, &unknown_start);
+    if (!unknown) return;
+  }
+
+  cprof__sym_frame *frames = arena_alloc((size_t)(ninl + 1) * sizeof *frames);
+  if (!frames) return;
+  int n = 0;
+  for (int k = 0; k < ninl; k++) {
+    const char *name = die_symbol(&scopes[inl[k]]);
+    const char *f = file;
+    int l = line;
+    if (k > 0) call_site(&scopes[inl[k - 1]], files, nfiles, &f, &l);
+    if (!name && !unknown)
+      unknown = unknown_name(mod, r->mapping, pc, &unknown_start);
+    if (!name) name = unknown;
+    if (!name || !set_frame(&frames[n], name, f, l, 0)) return;
+    n++;
+  }
+  {
+    const char *f = file;
+    int l = line;
+    if (last_inl >= 0) call_site(&scopes[last_inl], files, nfiles, &f, &l);
+    cprof__sym_frame *phys = &frames[n];
+    if (!set_frame(phys, symname ? symname : unknown, f, l,
+                   symname ? start : unknown_start))
+      return;
+    if (sysname && strcmp(sysname, phys->system_name) != 0) {
+      phys->system_name = intern(sysname);
+      if (!phys->system_name) return;
+    }
+    n++;
+  }
+  r->frames = frames;
+  r->nframes = n;
+  r->has_function = symname != NULL;
+  r->has_line = frames[0].line > 0;
+  r->has_inline = n > 1;
+}
+
+/*
+ * Calls. A call site's instruction is read back (it ends at pc, the
+ * return address - 1) and decoded when it is a direct call, call rel32;
+ * the target must be the first address of a function the symbolizer
+ * knows, which an instruction that merely ends in the same bytes is most
+ * unlikely to give. An indirect call is never followed, not even one
+ * through a memory slot: the slot may hold another function by now.
+ */
+
+/* The function starting at addr, its declaration line and whether a
+ * symbol or debug information names it; NULL when addr starts none. */
+static const cprof__sym_frame *function_at(uint64_t addr, int *decl_line,
+                                           bool *named) {
+  const cprof__sym_result *r = cprof__sym_lookup((uintptr_t)addr);
+  *named = false;
+  if (!r || r->nframes == 0) return NULL;
+  const cprof__sym_frame *f = &r->frames[r->nframes - 1];
+  if (f->start != addr) return NULL;
+  *decl_line = r->decl_line;
+  *named = r->has_function;
+  return f;
+}
+
+/* The GOT slot a PLT stub at addr jumps through, or 0 when addr holds no
+ * stub: [endbr64] [bnd] jmp *disp32(%rip), the form of .plt, .plt.sec and
+ * .plt.got entries. */
+static uint64_t plt_slot(uint64_t addr) {
+  unsigned char c[12];
+  if (!read_mem(addr, c, sizeof c)) return 0;
+  size_t at = 0;
+  if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa) at = 4;
+  if (c[at] == 0xf2) at++;
+  if (c[at] != 0xff || c[at + 1] != 0x25) return 0;
+  int32_t disp;
+  memcpy(&disp, c + at + 2, sizeof disp);
+  return addr + at + 6 + (uint64_t)(int64_t)disp;
+}
+
+const cprof__sym_callee *cprof__sym_callee_of(uintptr_t pc) {
+  if (cprof__pc_is_synthetic(pc) || pc < 4096) return NULL;
+  if (!S.ready) cprof__sym_refresh();
+  uint64_t val;
+  if (cprof__hmap_get(&S.callees, pc, &val))
+    return val == 1 ? NULL : (const cprof__sym_callee *)(uintptr_t)val;
+
+  cprof__sym_callee c = {0, 0, {0}};
+  const cprof__sym_frame *f = NULL;
+  int decl = 0;
+  bool named = false;
+  unsigned char b[8]; /* b[7] is the byte at pc */
+  if (read_mem(pc - 7, b, sizeof b) && b[3] == 0xe8) { /* call rel32 */
+    int32_t disp;
+    memcpy(&disp, b + 4, sizeof disp);
+    c.target = (uint64_t)pc + 1 + (uint64_t)(int64_t)disp;
+    f = function_at(c.target, &decl, &named);
+    /* A PLT stub has no symbol (but may have an FDE of its own); its GOT
+     * slot holds the function, bound since the call was made. */
+    uint64_t slot = named ? 0 : plt_slot(c.target), to;
+    if (slot && read_mem(slot, &to, sizeof to)) {
+      c.stub = c.target;
+      c.target = to;
+      f = function_at(to, &decl, &named);
+    }
+  }
+  cprof__sym_callee *out = f ? arena_alloc(sizeof *out) : NULL;
+  if (out) {
+    *out = c;
+    out->frame = *f;
+    out->frame.line = decl;
+  }
+  cprof__hmap_put(&S.callees, pc, out ? (uint64_t)(uintptr_t)out : 1);
+  return out;
+}
+
+static int mapping_of(uintptr_t pc) {
+  for (size_t i = 0; i < S.nmaps; i++)
+    if (pc >= S.maps[i].start && pc < S.maps[i].limit) return (int)i;
+  return -1;
+}
+
+const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
+  /* One slot per synthetic pc, so results for different ones coexist. */
+  static cprof__sym_result synthetic[CPROF__PC_SYNTHETIC_MAX + 1];
+  static cprof__sym_frame synthetic_frames[CPROF__PC_SYNTHETIC_MAX + 1];
+  if (cprof__pc_is_synthetic(pc)) {
+    cprof__sym_result *r = &synthetic[pc];
+    const char *name = cprof__synthetic_name(pc);
+    synthetic_frames[pc] =
+        (cprof__sym_frame){.name = name, .system_name = name, .file = ""};
+    *r = (cprof__sym_result){.mapping = -1, .nframes = 1,
+                             .has_function = true,
+                             .frames = &synthetic_frames[pc]};
+    return r;
+  }
+  if (!S.ready) cprof__sym_refresh();
+
+  uint64_t val;
+  if (cprof__hmap_get(&S.cache, pc, &val))
+    return (const cprof__sym_result *)(uintptr_t)val;
+
+  cprof__sym_result *r = arena_alloc(sizeof *r);
+  if (!r) return NULL;
+  memset(r, 0, sizeof *r);
+  r->mapping = mapping_of(pc);
+  cprof__guard_enter();
+  resolve(r, pc);
+  cprof__guard_exit();
+  cprof__hmap_put(&S.cache, pc, (uint64_t)(uintptr_t)r);
+  return r;
+}

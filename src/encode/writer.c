@@ -1,0 +1,489 @@
+/*
+ * Profile assembly (see profile.h): the step between captured stacks and the
+ * pprof encoder or the text writer. It symbolizes each distinct address once
+ * per profile, emits Locations and Functions as they first appear, and
+ * writes the Mappings last, when it knows whether every lookup in each of
+ * them succeeded. It also decides, per frame of a stack, whether the call
+ * there left a function by a tail call (cprof__tail_callee), which needs
+ * the neighbouring frame and so cannot be a property of the address alone.
+ * Normal context only.
+ */
+#include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/hmap.h"
+#include "base/mem.h"
+#include "encode/writer.h"
+#include "capture/stacktab.h"
+#include "encode/symbolize.h"
+#include "source/threads.h"
+
+typedef struct mapping_state {
+  bool used;
+  bool all_functions;
+  bool all_lines;
+} mapping_state;
+
+/* A Location whose pc's call left a function by a tail call. */
+typedef struct tail_location {
+  uint64_t pc, callee, id; /* callee: the function's first address */
+} tail_location;
+
+struct cprof__prof {
+  cprof__pprof *enc;
+  cprof__hmap locations; /* pc -> location id */
+  cprof__hmap tail_index; /* hash of (pc, callee) -> index into tails */
+  tail_location *tails;
+  size_t ntails, tails_cap;
+  bool first_is_call;
+  cprof__hmap functions; /* hash of (name, system name, file) -> id */
+  uint64_t next_location, next_function;
+  size_t nvalues; /* one per sample type */
+  size_t nmappings;
+  mapping_state *mappings;
+  uint64_t *loc_ids;
+  size_t loc_cap;
+  int err;
+};
+
+static uint64_t function_key(const cprof__sym_frame *f) {
+  uint64_t h = CPROF__HASH_SEED;
+  h = cprof__hash_bytes(h, f->name, strlen(f->name) + 1);
+  h = cprof__hash_bytes(h, f->system_name, strlen(f->system_name) + 1);
+  return cprof__hash_bytes(h, f->file, strlen(f->file) + 1);
+}
+
+static uint64_t function_id(cprof__prof *p, const cprof__sym_frame *f) {
+  uint64_t key = function_key(f), id;
+  if (cprof__hmap_get(&p->functions, key, &id)) return id;
+  id = ++p->next_function;
+  if (cprof__hmap_put(&p->functions, key, id)) p->err = CPROF_ENOMEM;
+  cprof__pprof_function(p->enc, id, f->name, f->system_name, f->file, 0);
+  return id;
+}
+
+/*
+ * cprof's interposers (heap.c, contention.c, threads.c) as calls reach
+ * them: a program's call to malloc goes to the first malloc of the global
+ * scope, cprof's when cprof is loaded (linked or preloaded) before libc, and
+ * &malloc taken in those files resolves the same way. These are the
+ * functions the first frame of a stack taken by an interposer calls, unless
+ * the function it called left by a tail call. The modules register them
+ * when they start, so that this one names none of them: a reference from
+ * here would pull the interposers into every static link of the encoders
+ * (the fuzzers', where the sanitizer's allocator must stay in charge).
+ */
+#define MAX_INTERPOSERS 64
+static _Atomic uintptr_t interposers[MAX_INTERPOSERS];
+static _Atomic size_t ninterposers;
+
+void cprof__interposers_register(const uintptr_t *addrs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    size_t at = atomic_fetch_add(&ninterposers, 1);
+    if (at >= MAX_INTERPOSERS) return;
+    atomic_store(&interposers[at], addrs[i]);
+  }
+}
+
+bool cprof__is_interposer(uint64_t addr) {
+  size_t n = atomic_load(&ninterposers);
+  if (n > MAX_INTERPOSERS) n = MAX_INTERPOSERS;
+  for (size_t i = 0; i < n; i++)
+    if (atomic_load(&interposers[i]) == (uintptr_t)addr) return true;
+  return false;
+}
+
+/* True when the dynamic linker's lazy-binding resolver holds pc: a call
+ * through a PLT stub not yet bound jumps there, and on from there to the
+ * function, which looks like a tail call but is not one. */
+static bool in_lazy_resolver(const cprof__sym_frame *f) {
+  return strncmp(f->name, "_dl_runtime_resolve", 19) == 0 ||
+         strcmp(f->name, "_dl_fixup") == 0;
+}
+
+/* True when f (a frame's real function) is the function c called: the same
+ * first address, or the same name and file, as the cold part of a
+ * function split in two is named. */
+static bool is_callee(const cprof__sym_frame *f, const cprof__sym_callee *c) {
+  return f->start == c->target || (strcmp(f->name, c->frame.name) == 0 &&
+                                    strcmp(f->file, c->frame.file) == 0);
+}
+
+const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs, size_t i,
+                                           bool first_is_call) {
+  if (i == 0 && !first_is_call) return NULL;
+  /* A function's first address is no call site (a stack of one frame that
+   * stands for something, such as cprof_unknown_unlocker). */
+  const cprof__sym_result *at = cprof__sym_lookup(pcs[i]);
+  if (!at || at->nframes == 0 || at->frames[at->nframes - 1].start == pcs[i])
+    return NULL;
+  const cprof__sym_callee *c = cprof__sym_callee_of(pcs[i]);
+  if (!c) return NULL;
+  if (i == 0) return cprof__is_interposer(c->target) ? NULL : &c->frame;
+  uintptr_t inner = pcs[i - 1];
+  if (cprof__pc_is_synthetic(inner)) return NULL;
+  /* A sample taken in the PLT stub itself. */
+  if (c->stub && inner - c->stub < 16) return NULL;
+  const cprof__sym_result *r = cprof__sym_lookup(inner);
+  if (!r || r->nframes == 0) return NULL; /* nothing says where it is */
+  const cprof__sym_frame *f = &r->frames[r->nframes - 1];
+  if (is_callee(f, c) || (c->stub && in_lazy_resolver(f))) return NULL;
+  return &c->frame;
+}
+
+static uint64_t tail_key(uint64_t pc, uint64_t callee) {
+  const uint64_t v[2] = {pc, callee};
+  return cprof__hash_bytes(CPROF__HASH_SEED, v, sizeof v);
+}
+
+/* The id of the Location for (pc, callee), or 0. The index holds the first
+ * entry of each hash; a collision falls back to a scan of all of them. */
+static uint64_t find_tail_location(const cprof__prof *p, uint64_t pc,
+                                   uint64_t callee) {
+  uint64_t idx;
+  if (!cprof__hmap_get(&p->tail_index, tail_key(pc, callee), &idx)) return 0;
+  const tail_location *t = &p->tails[idx];
+  if (t->pc == pc && t->callee == callee) return t->id;
+  for (size_t i = 0; i < p->ntails; i++)
+    if (p->tails[i].pc == pc && p->tails[i].callee == callee)
+      return p->tails[i].id;
+  return 0;
+}
+
+static void add_tail_location(cprof__prof *p, uint64_t pc, uint64_t callee,
+                              uint64_t id) {
+  if (p->ntails == p->tails_cap) {
+    size_t cap = p->tails_cap ? 2 * p->tails_cap : 16;
+    tail_location *t = cprof__realloc(p->tails, cap * sizeof *t);
+    if (!t) {
+      p->err = CPROF_ENOMEM;
+      return;
+    }
+    p->tails = t;
+    p->tails_cap = cap;
+  }
+  uint64_t key = tail_key(pc, callee), old;
+  if (!cprof__hmap_get(&p->tail_index, key, &old) &&
+      cprof__hmap_put(&p->tail_index, key, p->ntails))
+    p->err = CPROF_ENOMEM;
+  p->tails[p->ntails++] = (tail_location){pc, callee, id};
+}
+
+/* The Location of frame pc, with tail (the function its call left by a
+ * tail call, or NULL) as its innermost Line. */
+static uint64_t location_id(cprof__prof *p, uintptr_t pc,
+                            const cprof__sym_frame *tail) {
+  uint64_t id;
+  if (tail) {
+    id = find_tail_location(p, pc, tail->start);
+    if (id) return id;
+    id = ++p->next_location;
+    add_tail_location(p, pc, tail->start, id);
+  } else {
+    if (cprof__hmap_get(&p->locations, pc, &id)) return id;
+    id = ++p->next_location;
+    if (cprof__hmap_put(&p->locations, pc, id)) p->err = CPROF_ENOMEM;
+  }
+
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  cprof__pprof_line lines[CPROF__SYM_MAX_FRAMES + 1];
+  size_t nlines = 0;
+  uint64_t mapping_id = 0;
+  if (tail) {
+    lines[nlines].function_id = function_id(p, tail);
+    lines[nlines].line = tail->line;
+    lines[nlines].column = 0;
+    nlines++;
+  }
+  if (r) {
+    for (int i = 0; i < r->nframes; i++) {
+      lines[nlines].function_id = function_id(p, &r->frames[i]);
+      lines[nlines].line = r->frames[i].line;
+      lines[nlines].column = 0;
+      nlines++;
+    }
+    if (r->mapping >= 0 && (size_t)r->mapping < p->nmappings) {
+      mapping_state *m = &p->mappings[r->mapping];
+      mapping_id = (uint64_t)r->mapping + 1;
+      m->used = true;
+      if (r->nframes == 0 || !r->has_function) m->all_functions = false;
+      if (!r->has_line) m->all_lines = false;
+    }
+  }
+  cprof__pprof_location(p->enc, id, mapping_id, pc, lines, nlines, false);
+  return id;
+}
+
+cprof__prof *cprof__prof_begin(const cprof__prof_desc *d,
+                               const cprof_sink *sink) {
+  cprof__prof *p = cprof__calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->enc = cprof__pprof_new(sink, true);
+  if (!p->enc) {
+    cprof__free(p);
+    return NULL;
+  }
+  p->nvalues = d->nsample_types;
+  p->first_is_call = d->first_is_call;
+  cprof__sym_lock();
+  cprof__sym_refresh();
+  p->nmappings = cprof__sym_nmappings();
+  p->mappings = cprof__calloc(p->nmappings + 1, sizeof *p->mappings);
+  if (!p->mappings) p->err = CPROF_ENOMEM;
+  for (size_t i = 0; p->mappings && i < p->nmappings; i++)
+    p->mappings[i] = (mapping_state){false, true, true};
+
+  for (size_t i = 0; i < d->nsample_types; i++)
+    cprof__pprof_sample_type(p->enc, d->sample_types[i].type,
+                             d->sample_types[i].unit);
+  cprof__pprof_period(p->enc, d->period_type.type, d->period_type.unit,
+                      d->period);
+  cprof__pprof_time(p->enc, d->time_nanos ? d->time_nanos : cprof__now_ns(),
+                    d->duration_nanos);
+  if (d->default_sample_type)
+    cprof__pprof_default_sample_type(p->enc, d->default_sample_type);
+  return p;
+}
+
+void cprof__prof_comment(cprof__prof *p, const char *comment) {
+  cprof__pprof_comment(p->enc, comment);
+}
+
+void cprof__prof_drop_comment(cprof__prof *p, const cprof__agg *agg) {
+  char text[160];
+  snprintf(text, sizeof text,
+           "cprof %s: %llu samples lost to a full stack table, %llu to a "
+           "full profile table",
+           cprof_version(), (unsigned long long)cprof__stacktab_overflows(),
+           (unsigned long long)(agg ? cprof__agg_drops(agg) : 0));
+  cprof__prof_comment(p, text);
+}
+
+/* Threads created while cprof is loaded start in its trampoline; a stack
+ * ends below it, as Go's stacks end at the goroutine's function, so the
+ * trampoline and libc's thread start are not shown. */
+size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs) {
+  uintptr_t tramp = cprof__threads_start_function();
+  for (size_t i = 1; i < npcs; i++) {
+    const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
+    if (r && r->nframes > 0 && r->frames[r->nframes - 1].start == tramp)
+      return i;
+  }
+  return npcs;
+}
+
+void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
+                        const int64_t *values,
+                        const cprof__pprof_label *labels, size_t nlabels) {
+  npcs = cprof__visible_depth(pcs, npcs);
+  if (npcs > p->loc_cap) {
+    uint64_t *ids = cprof__realloc(p->loc_ids, npcs * sizeof *ids);
+    if (!ids) {
+      p->err = CPROF_ENOMEM;
+      return;
+    }
+    p->loc_ids = ids;
+    p->loc_cap = npcs;
+  }
+  for (size_t i = 0; i < npcs; i++)
+    p->loc_ids[i] = location_id(p, pcs[i],
+                                cprof__tail_callee(pcs, i, p->first_is_call));
+  cprof__pprof_sample(p->enc, p->loc_ids, npcs, values, p->nvalues, labels,
+                      nlabels);
+}
+
+int cprof__prof_end(cprof__prof *p) {
+  for (size_t i = 0; p->mappings && i < p->nmappings; i++) {
+    const cprof__sym_mapping *sm = cprof__sym_mapping_at(i);
+    const mapping_state *st = &p->mappings[i];
+    cprof__pprof_mapping m = {
+        .id = i + 1,
+        .memory_start = sm->start,
+        .memory_limit = sm->limit,
+        .file_offset = sm->offset,
+        .filename = sm->path,
+        .build_id = sm->build_id,
+        .has_functions = st->all_functions,
+        .has_filenames = st->all_lines,
+        .has_line_numbers = st->all_lines,
+        .has_inline_frames = st->all_lines,
+    };
+    cprof__pprof_add_mapping(p->enc, &m);
+  }
+  cprof__sym_unlock();
+  int err = cprof__pprof_finish(p->enc);
+  if (!err) err = p->err;
+  cprof__hmap_free(&p->locations);
+  cprof__hmap_free(&p->tail_index);
+  cprof__free(p->tails);
+  cprof__hmap_free(&p->functions);
+  cprof__free(p->mappings);
+  cprof__free(p->loc_ids);
+  cprof__free(p);
+  return err;
+}
+
+/* Whether the stacks being written were taken by an interposer; under the
+ * symbolizer lock, set by the text_begin functions. */
+static bool text_first_is_call;
+
+void cprof__text_begin(void) {
+  cprof__sym_lock();
+  cprof__sym_refresh();
+  text_first_is_call = false;
+}
+
+void cprof__text_begin_calls(void) {
+  cprof__text_begin();
+  text_first_is_call = true;
+}
+
+void cprof__text_end(void) { cprof__sym_unlock(); }
+
+int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
+  npcs = cprof__visible_depth(pcs, npcs);
+  int err = cprof__buf_printf(out, " @");
+  for (size_t i = 0; !err && i < npcs; i++)
+    err = cprof__buf_printf(out, " %#llx", (unsigned long long)pcs[i]);
+  if (!err) err = cprof__buf_printf(out, "\n");
+  for (size_t i = 0; !err && i < npcs; i++) {
+    const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
+    if (!r || r->nframes == 0) {
+      err = cprof__buf_printf(out, "#\t%#llx\n", (unsigned long long)pcs[i]);
+      continue;
+    }
+    /* Go prints each inlined frame on its own line with the same pc; the
+     * offset is from the start of the function the code belongs to. A
+     * function left by a tail call is printed the same way, first. */
+    const cprof__sym_frame *outer = &r->frames[r->nframes - 1];
+    const cprof__sym_frame *tail =
+        cprof__tail_callee(pcs, i, text_first_is_call);
+    unsigned long long off = outer->start && pcs[i] >= outer->start
+                                 ? (unsigned long long)(pcs[i] - outer->start)
+                                 : 0;
+    for (int f = tail ? -1 : 0; !err && f < r->nframes; f++) {
+      const cprof__sym_frame *fr = f < 0 ? tail : &r->frames[f];
+      err = cprof__buf_printf(out, "#\t%#llx\t%s+%#llx\t%s:%d\n",
+                              (unsigned long long)pcs[i], fr->name, off,
+                              fr->file, fr->line);
+    }
+  }
+  return err;
+}
+
+int cprof__text_record(cprof_buf *out, cprof__stack_id sid) {
+  const uintptr_t *pcs;
+  size_t n = cprof__stacktab_get(sid, &pcs);
+  int err = cprof__text_stack(out, pcs, n);
+  return err ? err : cprof__buf_printf(out, "\n");
+}
+
+int cprof__text_flush(cprof_buf *out, int err, const cprof_sink *sink) {
+  if (!err) err = sink->write(sink->ctx, out->data, out->len);
+  cprof_buf_free(out);
+  return err;
+}
+
+typedef struct count_entry {
+  cprof__stack_id sid;
+  int64_t count;
+} count_entry;
+
+static int by_count_desc(const void *a, const void *b) {
+  const count_entry *x = a, *y = b;
+  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  return x->sid < y->sid ? -1 : x->sid > y->sid;
+}
+
+/* Two ids can hold the same frames (see stacktab.h); merge them so each
+ * stack is listed once. Lists are small (one entry per distinct stack), so
+ * every pair is compared. */
+static size_t merge_equal_stacks(count_entry *v, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    const uintptr_t *a;
+    size_t na = cprof__stacktab_get(v[i].sid, &a);
+    for (size_t j = i + 1; j < len;) {
+      const uintptr_t *b;
+      size_t nb = cprof__stacktab_get(v[j].sid, &b);
+      if (na == nb && memcmp(a, b, na * sizeof *a) == 0) {
+        v[i].count += v[j].count;
+        v[j] = v[--len];
+      } else {
+        j++;
+      }
+    }
+  }
+  return len;
+}
+
+/* threadcreate's stacks are taken by the pthread_create interposer; the
+ * goroutine profile's by a signal or by the collecting thread itself. */
+static bool taken_by_interposer(const char *name) {
+  return strcmp(name, "threadcreate") == 0;
+}
+
+static int write_count_text(const char *name, const count_entry *v,
+                            size_t len, const cprof_sink *sink) {
+  int64_t total = 0;
+  for (size_t i = 0; i < len; i++) total += v[i].count;
+  cprof_buf out = {0};
+  int err = cprof__buf_printf(&out, "%s profile: total %lld\n", name,
+                              (long long)total);
+  if (taken_by_interposer(name))
+    cprof__text_begin_calls();
+  else
+    cprof__text_begin();
+  for (size_t i = 0; !err && i < len; i++) {
+    err = cprof__buf_printf(&out, "%lld", (long long)v[i].count);
+    if (!err) err = cprof__text_record(&out, v[i].sid);
+  }
+  cprof__text_end();
+  return cprof__text_flush(&out, err, sink);
+}
+
+static int write_count_pprof(const char *name, const count_entry *v,
+                             size_t len, int64_t time_ns, int64_t duration_ns,
+                             const cprof_sink *sink) {
+  const cprof__value_type st = {name, "count"};
+  const cprof__prof_desc d = {
+      .sample_types = &st,
+      .nsample_types = 1,
+      .period_type = st,
+      .period = 1,
+      .time_nanos = time_ns,
+      .duration_nanos = duration_ns,
+      .first_is_call = taken_by_interposer(name),
+  };
+  cprof__prof *p = cprof__prof_begin(&d, sink);
+  if (!p) return CPROF_ENOMEM;
+  cprof__prof_drop_comment(p, NULL);
+  for (size_t i = 0; i < len; i++) {
+    const uintptr_t *pcs;
+    size_t n = cprof__stacktab_get(v[i].sid, &pcs);
+    cprof__prof_sample(p, pcs, n, &v[i].count, NULL, 0);
+  }
+  return cprof__prof_end(p);
+}
+
+int cprof__write_count_profile(const char *name, const cprof__records *recs,
+                               int debug, int64_t duration_ns,
+                               const cprof_sink *sink) {
+  count_entry *v = cprof__malloc((recs->len + 1) * sizeof *v);
+  if (!v) return CPROF_ENOMEM;
+  size_t len = 0;
+  for (size_t i = 0; i < recs->len; i++)
+    if (recs->v[i].v[0] != 0)
+      v[len++] = (count_entry){recs->v[i].sid, recs->v[i].v[0]};
+  len = merge_equal_stacks(v, len);
+  qsort(v, len, sizeof *v, by_count_desc);
+  int err = debug ? write_count_text(name, v, len, sink)
+                  : write_count_pprof(name, v, len, recs->time_ns,
+                                      duration_ns, sink);
+  cprof__free(v);
+  return err;
+}

@@ -1,0 +1,779 @@
+/*
+ * Dumps on termination and signals (dump.h). The configuration comes from
+ * the grammar in dumpspec.c; the rates a spec gives are set when dumps are
+ * configured. Listed profiles are collected from the start (cpu runs as
+ * its own session until the dump).
+ *
+ * Signals. On SIGTERM, SIGINT and SIGUSR1 the handler records the request
+ * (SIGUSR1 requests are one flag, however many arrive, so a storm of them
+ * costs one more dump at most) and wakes the dumper thread through a
+ * futex, which never blocks; the dumper blocks every signal and writes each
+ * profile as a PEM block. Then the signal's previous disposition happens:
+ * SIGUSR1 returns at once and the program carries on (installed with
+ * SA_RESTART), the CPU window restarting; a terminating signal whose
+ * disposition was the default waits in the handler for the dump (at most
+ * DUMP_WAIT_MS), then restores the default and re-raises, so the
+ * interrupted thread never runs the program's code again and the parent
+ * sees the process die of the signal; a handler the program had installed
+ * is called once the dump is done (waiting at most DUMP_WAIT_MS), installed
+ * with the program's own SA_RESTART choice. At normal exit an atexit
+ * handler dumps on the exiting thread, with the dump signals held off.
+ *
+ * _exit and _Exit are interposed: in the process that configured dumps,
+ * they ask the dumper for the final dump, as a terminating signal does,
+ * and wait for it (at most DUMP_WAIT_MS) before the real one runs; only
+ * getpid, atomics and futexes, since _exit may be called from a signal
+ * handler. Anywhere else (a fork child, which calls _exit to skip its
+ * parent's exit-time work; a vfork child, sharing its parent's memory)
+ * they do nothing but exit.
+ *
+ * Fork. A fork child keeps dumping: its atfork handler starts a dumper of
+ * its own, the CPU profile carries on in it from zero (cpu.c), and its
+ * blocks carry its own pid. It holds no descriptor on the stderr it
+ * inherited (a daemon that closes its standard descriptors must not keep
+ * its starter's pipe open): it writes to fd 2 while fd 2 is the same file.
+ * A child that tries to exec is being replaced and no longer dumps. The
+ * dump state belongs to the pid recorded by configure or the atfork
+ * handler: in any other process (a vfork child, a child of a raw clone)
+ * the handlers and exit hooks leave everything alone.
+ *
+ * Output. CPROF_DUMP_OUT is opened without blocking and created 0600; a
+ * FIFO with no reader yet is opened again at each dump. Otherwise dumps go
+ * to a descriptor of cprof's own on the stderr the program had when dumps
+ * were configured (a non-blocking description of its own for a pipe or a
+ * terminal, else a duplicate), never to whatever fd 2 is later. A
+ * descriptor is checked against the file it was opened on before each
+ * block, so one the program closed and reused is never written to. A write
+ * that makes no progress for DUMP_STALL_MS ends the dump, and a dump stops
+ * writing DUMP_WAIT_MS after it started. SIGPIPE from a reader that went
+ * away is blocked around the writes and taken back, so it never reaches the
+ * program.
+ *
+ * The handler is async-signal-safe: atomics, futex, clock_gettime,
+ * sigaction, pthread_sigmask, raise, getpid, exit_group and errno only
+ * (and _exit adds gettid). Everything else runs on the dumper thread or at
+ * exit.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "source/cpu.h"
+#include "sink/dump.h"
+#include "sink/dumpspec.h"
+#include "base/env.h"
+#include "base/lock.h"
+#include "base/mem.h"
+#include "sink/profilez.h"
+#include "profile/registry.h"
+#include "source/threads.h"
+
+/* How long a terminating signal waits for its dump before the program
+ * dies (or its own handler is called) anyway, and how long a dump may
+ * spend writing. */
+#define DUMP_WAIT_MS 5000
+/* A write that makes no progress for this long is abandoned, and the rest
+ * of that dump with it. */
+#define DUMP_STALL_MS 2000
+/* cprof's own descriptors are moved at or above this number, out of the
+ * way of programs that expect low numbers to be free. */
+#define PRIVATE_FD_MIN 100
+
+static const int dump_signals[] = {SIGTERM, SIGINT, SIGUSR1};
+
+static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
+static cprof__dump_spec spec;
+static cprof__cpu_session *cpu_session; /* under dump_lock */
+static int cpu_hz;
+static unsigned long long seq; /* dumps written, for the Seq header */
+static atomic_bool configured;
+static atomic_bool terminating; /* the final dump (signal or exit) began */
+/* The process that configured dumps, and the one the dump state belongs
+ * to now (a fork child's, once its atfork handler ran). */
+static _Atomic pid_t origin_pid, self_pid;
+static atomic_bool exec_tried; /* this fork child tried to exec */
+static struct sigaction previous[CPROF__ARRAY_LEN(dump_signals)];
+static bool installed[CPROF__ARRAY_LEN(dump_signals)];
+
+/* What the handlers ask for. wake_word changes with every request and is
+ * the futex the dumper sleeps on; final_done is set once the final dump is
+ * over and is the futex terminating handlers wait on. */
+static _Atomic int wake_word;
+static atomic_bool usr1_pending;
+static _Atomic int term_sig; /* the first terminating signal, or 0 */
+static atomic_bool exit_pending; /* _exit asked for the final dump */
+static _Atomic int final_done;
+static _Atomic pid_t final_tid; /* the thread writing the final dump */
+
+/* Where dumps go. */
+typedef struct dump_out {
+  int fd; /* -1: none */
+  dev_t dev;
+  ino_t ino;        /* the file fd was opened on */
+  bool socket;      /* written with send(MSG_DONTWAIT | MSG_NOSIGNAL) */
+  bool never_waits; /* a non-blocking description of cprof's own, or a file */
+  bool fifo;
+} dump_out;
+
+static dump_out file_out = {.fd = -1}; /* CPROF_DUMP_OUT */
+static dump_out err_out = {.fd = -1};  /* cprof's own stderr */
+static char *out_path;                 /* CPROF_DUMP_OUT */
+static bool fifo_pending;              /* out_path: a FIFO to open again */
+/* In a fork child: fd 2, while it is the file err_out was opened on. */
+static bool stderr_borrowed;
+static dump_out borrowed_out = {.fd = -1};
+
+int cprof__cpu_default_hz(void) {
+  long long hz;
+  if (cprof__env_int("CPROF_CPU_HZ", 1, CPROF__CPU_MAX_HZ,
+                     "using 100 Hz", &hz))
+    return (int)hz;
+  return CPROF__CPU_DEFAULT_HZ;
+}
+
+static int signal_index(int sig) {
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
+    if (dump_signals[i] == sig) return (int)i;
+  return -1;
+}
+
+static const char *signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGUSR1: return "SIGUSR1";
+    default: return "exit";
+  }
+}
+
+/* True when sa is a handler function (neither SIG_DFL nor SIG_IGN, which
+ * the kernel reads the same whatever sa_flags say). */
+static bool is_handler(const struct sigaction *sa) {
+  return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
+}
+
+static void futex_wait(_Atomic int *word, int val, const struct timespec *rel) {
+  syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
+}
+
+static void futex_wake(_Atomic int *word) {
+  syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static const char b64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Appends data as base64 in lines of 64 characters, as PEM has it. */
+static int append_base64(cprof_buf *out, const unsigned char *data,
+                         size_t len) {
+  char line[66];
+  size_t col = 0;
+  int err = 0;
+  for (size_t i = 0; i < len && !err; i += 3) {
+    unsigned v = (unsigned)data[i] << 16;
+    if (i + 1 < len) v |= (unsigned)data[i + 1] << 8;
+    if (i + 2 < len) v |= data[i + 2];
+    line[col++] = b64[(v >> 18) & 63];
+    line[col++] = b64[(v >> 12) & 63];
+    line[col++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+    line[col++] = i + 2 < len ? b64[v & 63] : '=';
+    if (col == 64 || i + 3 >= len) {
+      line[col++] = '\n';
+      err = cprof__buf_append(out, line, col);
+      col = 0;
+    }
+  }
+  return err;
+}
+
+/* Moves fd to a number at or above PRIVATE_FD_MIN (keeping it where it is
+ * when the limit on descriptors forbids). */
+static int move_high(int fd) {
+  int hi = fcntl(fd, F_DUPFD_CLOEXEC, PRIVATE_FD_MIN);
+  if (hi < 0) return fd;
+  close(fd);
+  return hi;
+}
+
+static bool out_set(dump_out *o, int fd, bool nonblocking) {
+  struct stat st;
+  if (fstat(fd, &st) != 0) return false;
+  o->fd = fd;
+  o->dev = st.st_dev;
+  o->ino = st.st_ino;
+  o->socket = S_ISSOCK(st.st_mode);
+  o->fifo = S_ISFIFO(st.st_mode);
+  o->never_waits = nonblocking || S_ISREG(st.st_mode) || S_ISBLK(st.st_mode);
+  return true;
+}
+
+/* Takes cprof's own descriptor on the current stderr. For a pipe or a
+ * terminal it is a description of its own, opened anew through /proc, that
+ * can be non-blocking without making the program's stderr so; otherwise
+ * (a file, a socket, or when that fails) a duplicate. */
+static void keep_stderr(void) {
+  struct stat st;
+  if (err_out.fd >= 0 || fstat(STDERR_FILENO, &st) != 0) return;
+  int fd = -1;
+  bool own = false;
+  if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) {
+    fd = open("/proc/self/fd/2", O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat again;
+    if (fd >= 0 && (fstat(fd, &again) != 0 || again.st_dev != st.st_dev ||
+                    again.st_ino != st.st_ino)) {
+      close(fd);
+      fd = -1;
+    }
+    if (fd >= 0) {
+      own = true;
+      fd = move_high(fd);
+    }
+  }
+  if (fd < 0) fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, PRIVATE_FD_MIN);
+  if (fd < 0) fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return;
+  if (!out_set(&err_out, fd, own)) {
+    close(fd);
+    return;
+  }
+  /* cprof's own lines follow the dumps there. */
+  cprof__warn_redirect(fd);
+}
+
+static int open_out(const char *path, int flags) {
+  return open(path,
+              O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | flags,
+              0600);
+}
+
+/* Opens CPROF_DUMP_OUT: created 0600, and never waiting for a FIFO's
+ * reader (the program would not reach main). */
+static void open_dump_out(const char *path) {
+  char q[CPROF__QUOTED_SIZE];
+  cprof__quoted(q, sizeof q, path);
+  out_path = cprof__strdup(path);
+  int fd = open_out(path, O_CREAT);
+  if (fd >= 0) {
+    fd = move_high(fd);
+    if (out_set(&file_out, fd, true)) return;
+    close(fd);
+  }
+  int e = errno;
+  struct stat st;
+  if (e == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode) &&
+      out_path) {
+    fifo_pending = true;
+    cprof__warn("CPROF_DUMP_OUT=%s: a FIFO with no reader yet; dumping to "
+                "stderr until one opens it",
+                q);
+    return;
+  }
+  cprof__warn("CPROF_DUMP_OUT=%s: %s; dumping to stderr", q, strerror(e));
+}
+
+/* The output for this dump; dump_lock held. A FIFO that had no reader is
+ * tried again, without waiting. */
+static dump_out *current_out(void) {
+  if (file_out.fd < 0 && fifo_pending) {
+    int fd = open_out(out_path, 0);
+    if (fd >= 0) {
+      fd = move_high(fd);
+      if (out_set(&file_out, fd, true))
+        fifo_pending = false;
+      else
+        close(fd);
+    }
+  }
+  if (file_out.fd >= 0) return &file_out;
+  if (!stderr_borrowed) return &err_out;
+  /* A fork child's stderr: fd 2, shared with the program (so written in
+   * pieces a pipe takes at once), only while it is the same file. */
+  struct stat st;
+  borrowed_out.fd = -1;
+  if (fstat(STDERR_FILENO, &st) == 0 && st.st_dev == err_out.dev &&
+      st.st_ino == err_out.ino)
+    out_set(&borrowed_out, STDERR_FILENO, false);
+  return &borrowed_out;
+}
+
+/* Waits until fd takes more bytes: 0, CPROF_ECANCELED when stall_end or
+ * deadline (monotonic ns) comes first, CPROF_EIO when the reader is
+ * gone. */
+static int wait_writable(int fd, int64_t stall_end, int64_t deadline) {
+  int64_t end = stall_end < deadline ? stall_end : deadline;
+  for (;;) {
+    int64_t now = cprof__mono_ns();
+    if (now >= end) return CPROF_ECANCELED;
+    struct pollfd pfd = {fd, POLLOUT, 0};
+    int r = poll(&pfd, 1, (int)((end - now + 999999) / 1000000));
+    if (r > 0)
+      return (pfd.revents & POLLOUT) ? 0 : CPROF_EIO;
+    if (r < 0 && errno != EINTR) return CPROF_EIO;
+  }
+}
+
+/* Writes all of data to o: in one write(2) whenever the output takes it
+ * whole (a file always does). Returns 0; CPROF_EIO when the output is gone
+ * or broken; CPROF_ECANCELED when it stalled for DUMP_STALL_MS or the
+ * dump's deadline passed. */
+static int write_out(dump_out *o, const char *data, size_t len,
+                     int64_t deadline) {
+  struct stat st;
+  if (o->fd < 0) return CPROF_EIO;
+  if (fstat(o->fd, &st) != 0 || st.st_dev != o->dev || st.st_ino != o->ino) {
+    /* The program closed it and may have reused its number: the number is
+     * the program's now, never to be written to or closed by cprof. */
+    o->fd = -1;
+    return CPROF_EIO;
+  }
+  cprof__pipe_guard g;
+  cprof__pipe_guard_begin(&g);
+  bool got_epipe = false;
+  int err = 0;
+  int64_t stall_end = cprof__mono_ns() + DUMP_STALL_MS * 1000000LL;
+  while (len > 0 && !err) {
+    size_t chunk = len;
+    if (!o->never_waits && !o->socket) {
+      /* A blocking description shared with the program: wait until the
+       * pipe has room, then write no more than it takes at once. */
+      if (chunk > PIPE_BUF) chunk = PIPE_BUF;
+      if ((err = wait_writable(o->fd, stall_end, deadline)) != 0) break;
+    }
+    ssize_t n = o->socket
+                    ? send(o->fd, data, chunk, MSG_DONTWAIT | MSG_NOSIGNAL)
+                    : write(o->fd, data, chunk);
+    if (n > 0) {
+      data += n;
+      len -= (size_t)n;
+      stall_end = cprof__mono_ns() + DUMP_STALL_MS * 1000000LL;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      err = wait_writable(o->fd, stall_end, deadline);
+    } else {
+      got_epipe = n < 0 && errno == EPIPE;
+      err = CPROF_EIO;
+    }
+  }
+  cprof__pipe_guard_end(&g, got_epipe);
+  return err;
+}
+
+/* Writes one profile's bytes as a PEM block, in one write(2) when the
+ * output takes it whole, so lines the program logs at the same time cannot
+ * land inside it. */
+static int write_block(dump_out *o, const char *name, int debug,
+                       const char *reason, const cprof_buf *data,
+                       int64_t deadline) {
+  char upper[32];
+  size_t i;
+  for (i = 0; name[i] && i + 1 < sizeof upper; i++)
+    upper[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
+  upper[i] = '\0';
+  char when[32];
+  time_t now = time(NULL);
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+  cprof_buf out = {0};
+  int err = cprof__buf_printf(&out,
+                              "-----BEGIN PPROF %s-----\n"
+                              "Profile: %s\nPid: %d\nTime: %s\nReason: %s\n"
+                              "Debug: %d\nSeq: %llu\n\n",
+                              upper, name, (int)getpid(), when, reason, debug,
+                              ++seq);
+  if (!err) err = append_base64(&out, data->data, data->len);
+  if (!err) err = cprof__buf_printf(&out, "-----END PPROF %s-----\n", upper);
+  if (!err) err = write_out(o, (const char *)out.data, out.len, deadline);
+  cprof_buf_free(&out);
+  return err;
+}
+
+/* Starts the CPU session for dumps, which follows the process into its
+ * fork children; dump_lock held or not yet shared. */
+static void start_cpu(void) {
+  int err = cprof__cpu_session_start(cpu_hz, &cpu_session);
+  if (err)
+    cprof__warn("CPU profile for dumps: %s", cprof_strerror(err));
+  else
+    cprof__cpu_session_follow_forks(cpu_session);
+}
+
+/* Writes every listed profile; dump_lock held. The CPU window ends here
+ * and, when the program carries on, a new one starts. Once the output has
+ * failed, the rest of the dump is not even collected. */
+static void dump_all(const char *reason, bool restart_cpu) {
+  int64_t deadline = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
+  dump_out *o = current_out();
+  int out_err = o->fd < 0 ? CPROF_EIO : 0;
+  for (size_t i = 0; i < spec.n; i++) {
+    const cprof__dump_item *it = &spec.items[i];
+    cprof_buf data = {0};
+    cprof_sink sink = cprof_sink_buf(&data);
+    int err;
+    if (strcmp(it->name, "cpu") == 0) {
+      if (!cpu_session) continue;
+      err = cprof__cpu_session_stop(cpu_session, out_err ? NULL : &sink);
+      cpu_session = NULL;
+      if (restart_cpu) start_cpu();
+    } else if (out_err) {
+      continue;
+    } else {
+      err = cprof_profile_write(it->name, it->debug, &sink);
+    }
+    if (!err && !out_err)
+      out_err = write_block(o, it->name, it->debug, reason, &data, deadline);
+    else if (err)
+      cprof__warn("dump of %s failed: %s", it->name, cprof_strerror(err));
+    cprof_buf_free(&data);
+  }
+  /* A broken stderr cannot be told about itself; a broken file can. */
+  if (out_err && o == &file_out)
+    cprof__warn("dump to CPROF_DUMP_OUT %s",
+                out_err == CPROF_ECANCELED ? "abandoned: no progress for 2 s"
+                                           : "failed: the output is gone");
+}
+
+/* The final dump, once, whichever of a terminating signal and exit comes
+ * first; then every terminating handler waiting for it is released. */
+static void final_dump(const char *reason) {
+  atomic_store(&final_tid, (pid_t)syscall(SYS_gettid));
+  cprof__lock(&dump_lock);
+  if (!atomic_exchange(&terminating, true)) dump_all(reason, false);
+  cprof__unlock(&dump_lock);
+  atomic_store(&final_done, 1);
+  futex_wake(&final_done);
+}
+
+/* Signal handler side: records the request and wakes the dumper. */
+static void request_dump(int sig) {
+  if (sig == SIGUSR1) {
+    atomic_store(&usr1_pending, true);
+  } else {
+    int none = 0;
+    atomic_compare_exchange_strong(&term_sig, &none, sig);
+  }
+  atomic_fetch_add(&wake_word, 1);
+  futex_wake(&wake_word);
+}
+
+/* Waits, at most DUMP_WAIT_MS, until the final dump is over. Signal-safe. */
+static void wait_final(void) {
+  int64_t end = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
+  while (!atomic_load(&final_done)) {
+    int64_t left = end - cprof__mono_ns();
+    if (left <= 0) return;
+    struct timespec rel = {(time_t)(left / 1000000000),
+                           (long)(left % 1000000000)};
+    futex_wait(&final_done, 0, &rel);
+  }
+}
+
+/* Puts the default disposition back and lets the signal end the process,
+ * so the parent sees it die of it. Signal-safe. */
+static _Noreturn void die_of(int sig) {
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, NULL);
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, sig);
+  pthread_sigmask(SIG_UNBLOCK, &one, NULL);
+  raise(sig);
+  /* A signal the kernel would not deliver (it cannot happen for these)
+   * must still end the process as asked (not through cprof's _exit,
+   * which would wait for the dump again). */
+  for (;;) syscall(SYS_exit_group, 128 + sig);
+}
+
+/* True in the process the dump state belongs to (not in a vfork child,
+ * nor a child that fork's handlers did not run in). Signal-safe. */
+static bool own_process(void) {
+  return atomic_load(&configured) && getpid() == atomic_load(&self_pid);
+}
+
+static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
+  int saved_errno = errno;
+  int idx = signal_index(sig);
+  bool live = own_process();
+  bool terminal = sig != SIGUSR1;
+  if (live) request_dump(sig);
+  if (idx >= 0 && is_handler(&previous[idx])) {
+    /* The program's own handler runs after the dump, as it would have run
+     * without cprof. */
+    const struct sigaction *prev = &previous[idx];
+    if (live && terminal) wait_final();
+    errno = saved_errno;
+    if (prev->sa_flags & SA_SIGINFO)
+      prev->sa_sigaction(sig, si, uc);
+    else
+      prev->sa_handler(sig);
+  } else if (terminal || !live) {
+    /* The default: the program must not run another instruction of its
+     * own, so this thread waits here for the dump and the process dies. */
+    if (live) wait_final();
+    die_of(sig);
+  }
+  errno = saved_errno;
+}
+
+/* True once a terminating signal is ending the process: no SIGUSR1 dump
+ * starts then (it would be cut off). */
+static bool dying(void) {
+  if (atomic_load(&exit_pending)) return true;
+  int sig = atomic_load(&term_sig);
+  int idx = sig ? signal_index(sig) : -1;
+  return idx >= 0 && !is_handler(&previous[idx]);
+}
+
+static void *dumper_main(void *arg) {
+  (void)arg;
+  /* From 0, where wake_word starts: a signal that came before this thread
+   * first ran has changed it already and is served at once. */
+  int seen = 0;
+  for (;;) {
+    int now = atomic_load(&wake_word);
+    if (now == seen) {
+      futex_wait(&wake_word, seen, NULL);
+      continue;
+    }
+    /* Every request made until now is served below; one made while the
+     * dump runs changes wake_word again and makes one more dump. */
+    seen = now;
+    int sig = atomic_load(&term_sig);
+    if ((sig || atomic_load(&exit_pending)) && !atomic_load(&final_done))
+      final_dump(sig ? signal_name(sig) : "_exit");
+    if (atomic_exchange(&usr1_pending, false) && !dying()) {
+      cprof__lock(&dump_lock);
+      dump_all("SIGUSR1", true);
+      cprof__unlock(&dump_lock);
+    }
+  }
+  return NULL;
+}
+
+static void dump_at_exit(void) {
+  if (!own_process() || atomic_load(&terminating) ||
+      atomic_load(&exec_tried))
+    return;
+  /* A dump signal arriving now waits for this dump rather than interrupt
+   * it on this thread (its handler would wait for a dump that cannot
+   * finish until it returns). */
+  sigset_t sigs, old;
+  sigemptyset(&sigs);
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
+    sigaddset(&sigs, dump_signals[i]);
+  pthread_sigmask(SIG_BLOCK, &sigs, &old);
+  final_dump("exit");
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+static int install_signals(void) {
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++) {
+    struct sigaction cur;
+    if (sigaction(dump_signals[i], NULL, &cur) != 0) return CPROF_ESYS;
+    /* An ignored signal stays ignored: installing a handler would change
+     * what the program (and any child it execs) does with it. */
+    if (cur.sa_handler == SIG_IGN) continue;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_dump_signal;
+    sa.sa_flags = SA_SIGINFO;
+    if (is_handler(&cur)) {
+      /* The program chose whether its handler interrupts system calls,
+       * and its mask and stack: both stay its own. */
+      sa.sa_flags |= cur.sa_flags & (SA_RESTART | SA_ONSTACK);
+      sa.sa_mask = cur.sa_mask;
+    } else {
+      /* SIGUSR1 returns to the program: its system calls restart (those
+       * signal(7) says never do still fail with EINTR). SIGTERM and SIGINT
+       * never return, so restarting means nothing to them, except under a
+       * runtime that defers handlers to the end of a system call
+       * (ThreadSanitizer's), where it would keep them from ever running. */
+      if (dump_signals[i] == SIGUSR1) sa.sa_flags |= SA_RESTART;
+      sigemptyset(&sa.sa_mask);
+    }
+    if (sigaction(dump_signals[i], &sa, &previous[i]) != 0) return CPROF_ESYS;
+    installed[i] = true;
+  }
+  return 0;
+}
+
+/* Restores the signals cprof took over (dumps end in this process). */
+static void uninstall_signals(void) {
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
+    if (installed[i]) sigaction(dump_signals[i], &previous[i], NULL);
+}
+
+static void child_after_fork(void) {
+  /* The child dumps as its parent does, from a fresh state: its own
+   * dumper (the parent's does not exist here), its own Seq count, no
+   * request pending. */
+  if (!atomic_load(&configured)) return;
+  pthread_mutex_init(&dump_lock, NULL);
+  atomic_store(&self_pid, getpid());
+  atomic_store(&exec_tried, false);
+  atomic_store(&terminating, false);
+  atomic_store(&term_sig, 0);
+  atomic_store(&exit_pending, false);
+  atomic_store(&usr1_pending, false);
+  atomic_store(&final_done, 0);
+  atomic_store(&final_tid, 0);
+  atomic_store(&wake_word, 0);
+  seq = 0;
+  /* No descriptor of cprof's may keep the parent's stderr or FIFO open
+   * (a daemon's starter waits for the end of that pipe): stderr is fd 2
+   * while it is the same file, a FIFO is opened again at each dump. */
+  cprof__warn_redirect(-1);
+  if (err_out.fd >= 0) {
+    close(err_out.fd);
+    err_out.fd = -1;
+    stderr_borrowed = true;
+  }
+  if (file_out.fd >= 0 && file_out.fifo && out_path) {
+    close(file_out.fd);
+    file_out.fd = -1;
+    fifo_pending = true;
+  }
+  pthread_t t;
+  if (cprof__thread_spawn(&t, dumper_main, NULL, "cprof-dump") != 0) {
+    /* Without a dumper the handlers would wait for nobody. */
+    uninstall_signals();
+    atomic_store(&configured, false);
+    return;
+  }
+  pthread_detach(t);
+}
+
+void cprof__dump_exec_attempt(pid_t pid) {
+  if (pid == atomic_load(&self_pid) && pid != atomic_load(&origin_pid))
+    atomic_store(&exec_tried, true);
+}
+
+/* _exit and _Exit, from libc (or a sanitizer's interceptor) underneath. */
+typedef void (*exit_fn)(int);
+static _Atomic(exit_fn) real_exit, real_Exit;
+
+/* The final dump before _exit: in the process that configured dumps only,
+ * once, and never by the thread writing it. Async-signal-safe. */
+static void dump_before_exit(void) {
+  if (!own_process() || getpid() != atomic_load(&origin_pid) ||
+      atomic_load(&final_done))
+    return;
+  if (atomic_load(&final_tid) == (pid_t)syscall(SYS_gettid)) return;
+  if (!atomic_load(&terminating)) {
+    atomic_store(&exit_pending, true);
+    atomic_fetch_add(&wake_word, 1);
+    futex_wake(&wake_word);
+  }
+  wait_final();
+}
+
+static _Noreturn void exit_through(_Atomic(exit_fn) *real, int status) {
+  dump_before_exit();
+  exit_fn f = atomic_load(real);
+  if (f) f(status);
+  for (;;) syscall(SYS_exit_group, status);
+}
+
+CPROF_EXPORT void _exit(int status) { exit_through(&real_exit, status); }
+
+CPROF_EXPORT void _Exit(int status) { exit_through(&real_Exit, status); }
+
+/* Sets the rates the spec gives, process-wide: the heap sampling rate
+ * (heap and allocs), the mutex fraction and the block rate. */
+static void apply_rates(void) {
+  for (size_t i = 0; i < spec.n; i++) {
+    const cprof__dump_item *it = &spec.items[i];
+    if (!it->has_rate) continue;
+    if (strcmp(it->name, "heap") == 0 || strcmp(it->name, "allocs") == 0)
+      cprof_heap_set_rate((long)it->rate);
+    else if (strcmp(it->name, "mutex") == 0)
+      cprof_set_mutex_profile_fraction((int)it->rate);
+    else if (strcmp(it->name, "block") == 0)
+      cprof_set_block_profile_rate(it->rate);
+  }
+}
+
+static int configure(const char *text, char *errbuf, size_t errlen) {
+  cprof__dump_spec parsed;
+  char why[320];
+  if (cprof__dump_parse(text, &parsed, why, sizeof why) != 0) {
+    if (errbuf && errlen) snprintf(errbuf, errlen, "%s", why);
+    return CPROF_EINVAL;
+  }
+  for (size_t i = 0; i < parsed.n; i++) {
+    const char *name = parsed.items[i].name;
+    if (strcmp(name, "cpu") != 0 && !cprof__profile_find(name)) {
+      if (errbuf && errlen)
+        snprintf(errbuf, errlen, "profile %s is not available in this build",
+                 name);
+      return CPROF_EUNSUPPORTED;
+    }
+  }
+  if (atomic_exchange(&configured, true)) {
+    if (errbuf && errlen) snprintf(errbuf, errlen, "dumps are already configured");
+    return CPROF_EBUSY;
+  }
+  spec = parsed;
+  atomic_store(&origin_pid, getpid());
+  atomic_store(&self_pid, getpid());
+  const char *path = cprof__env_str("CPROF_DUMP_OUT");
+  if (path) open_dump_out(path);
+  if (file_out.fd < 0) keep_stderr();
+  apply_rates();
+  for (size_t i = 0; i < spec.n; i++) {
+    if (strcmp(spec.items[i].name, "cpu") != 0) continue;
+    cpu_hz = spec.items[i].hz ? spec.items[i].hz : cprof__cpu_default_hz();
+    start_cpu();
+  }
+  pthread_t t;
+  if (cprof__thread_spawn(&t, dumper_main, NULL, "cprof-dump") != 0) {
+    atomic_store(&configured, false);
+    return CPROF_ESYS;
+  }
+  pthread_detach(t);
+  pthread_atfork(NULL, NULL, child_after_fork);
+  atexit(dump_at_exit);
+  cprof__mark_enabled();
+  return install_signals();
+}
+
+int cprof_dump_configure(const char *text, char *errbuf, size_t errlen) {
+  if (!text) return CPROF_EINVAL;
+  return configure(text, errbuf, errlen);
+}
+
+void cprof__dump_env_init(void) {
+  /* Resolved whether or not dumps are configured: _exit is interposed
+   * for the whole life of the process. */
+  atomic_store(&real_exit, (exit_fn)dlsym(RTLD_NEXT, "_exit"));
+  atomic_store(&real_Exit, (exit_fn)dlsym(RTLD_NEXT, "_Exit"));
+  const char *text = cprof__env_str("CPROF_DUMP");
+  if (!text) return;
+  char why[320];
+  int err = configure(text, why, sizeof why);
+  char q[CPROF__QUOTED_SIZE];
+  if (err == CPROF_EINVAL || err == CPROF_EUNSUPPORTED)
+    cprof__warn("CPROF_DUMP=%s: %s; dumps disabled",
+                cprof__quoted(q, sizeof q, text), why);
+  else if (err)
+    cprof__warn("CPROF_DUMP: %s; dumps disabled", cprof_strerror(err));
+}

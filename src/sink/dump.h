@@ -1,0 +1,30 @@
+/*
+ * Dumps: profiles listed in CPROF_DUMP (or given to cprof_dump_configure)
+ * are collected from the start and written into the log as PEM blocks on
+ * SIGTERM, SIGINT, SIGUSR1, at normal exit and at _exit. Signal handlers
+ * (and _exit) only wake the dumper thread; the dump itself runs in normal
+ * context. A fork child dumps as its parent does, with a dumper of its own.
+ */
+#ifndef CPROF_DUMP_H
+#define CPROF_DUMP_H
+
+#include <sys/types.h>
+
+#include "base/internal.h"
+
+/* Reads CPROF_DUMP and CPROF_DUMP_OUT and configures dumps when set; a bad
+ * value prints one line and leaves dumps off. Called by the constructor. */
+CPROF__HIDDEN void cprof__dump_env_init(void);
+
+/* Called by the exec interposers in a process that is not the one whose
+ * environment cprof changed, with its pid: a fork child that tries to exec
+ * is being replaced, and no longer dumps at exit, even if the exec fails.
+ * Async-signal-safe; in a vfork child (another pid than the one the dump
+ * state belongs to) it does nothing. */
+CPROF__HIDDEN void cprof__dump_exec_attempt(pid_t pid);
+
+/* The rate for CPU profiles nobody gave a rate to: CPROF_CPU_HZ, else
+ * 100. */
+CPROF__HIDDEN int cprof__cpu_default_hz(void);
+
+#endif

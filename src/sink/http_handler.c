@@ -1,0 +1,680 @@
+/*
+ * The /debug/pprof/ routes (see http.h): one request in, one response out,
+ * with Go's net/http/pprof behaviour for every route, parameter, header,
+ * status code and error text, plus cprof's additions (bearer token, the
+ * Host check against DNS rebinding, a cap on profile seconds, hz, bounds on
+ * /symbol). Routing is Go's ServeMux's: a path that is not clean is
+ * redirected to its cleaned form. Parameters are what Go's r.FormValue
+ * reads: the pairs of an urlencoded POST body, then the query's (the
+ * server passes a route other than /symbol a body only when its
+ * Content-Type says it is a form). It owns the rule "one CPU profile at a
+ * time from the endpoint". It knows nothing of sockets or libmicrohttpd,
+ * and must never hold a lock while it waits for a profile's duration.
+ */
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "source/cpu.h"
+#include "sink/http.h"
+#include "base/mem.h"
+#include "sink/query.h"
+#include "encode/symbolize.h"
+#include "sink/ui.h"
+
+#define PREFIX "/debug/pprof/"
+#define TEXT "text/plain; charset=utf-8"
+#define OCTETS "application/octet-stream"
+#define HTML "text/html; charset=utf-8"
+
+const cprof__profile_def *(*cprof__http_find)(const char *name) =
+    cprof__profile_find;
+
+/* Go allows one CPU profile at a time; so does the endpoint, across all
+ * servers in the process. */
+static atomic_bool cpu_in_use;
+
+static void set_body(cprof__http_resp *r, const char *fmt, va_list ap) {
+  char msg[512];
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  r->body.len = 0;
+  if (cprof__buf_printf(&r->body, "%s\n", msg) != 0) r->body.len = 0;
+}
+
+/* Go's serveError: text/plain, X-Go-Pprof: 1, no Content-Disposition, the
+ * message and a newline. */
+static void vfail(cprof__http_resp *r, int status, const char *fmt,
+                  va_list ap) {
+  r->status = status;
+  r->content_type = TEXT;
+  r->disposition[0] = 0;
+  r->go_pprof_error = true;
+  set_body(r, fmt, ap);
+}
+
+__attribute__((format(printf, 3, 4))) static void fail(cprof__http_resp *r,
+                                                       int status,
+                                                       const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(r, status, fmt, ap);
+  va_end(ap);
+}
+
+void cprof__http_fail(cprof__http_resp *r, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfail(r, status, fmt, ap);
+  va_end(ap);
+}
+
+/* Go's http.NotFound (no X-Go-Pprof: it is the mux answering, not pprof). */
+static void not_found(cprof__http_resp *r) {
+  r->status = 404;
+  r->content_type = TEXT;
+  r->body.len = 0;
+  cprof__buf_printf(&r->body, "404 page not found\n");
+}
+
+/* A 200 answer; a filename (plus suffix) makes it an attachment. */
+static void ok(cprof__http_resp *r, const char *type, const char *filename,
+               const char *suffix) {
+  r->status = 200;
+  r->content_type = type;
+  if (filename &&
+      snprintf(r->disposition, sizeof r->disposition,
+               "attachment; filename=\"%s%s\"", filename,
+               suffix) >= (int)sizeof r->disposition)
+    r->disposition[0] = 0; /* profile names are short; never reached */
+}
+
+bool cprof__http_token_ok(const char *token, const char *authorization,
+                          size_t len) {
+  if (!token) return true;
+  if (!authorization || len < 7 || strncasecmp(authorization, "Bearer ", 7))
+    return false;
+  const char *got = authorization + 7;
+  size_t glen = len - 7;
+  while (glen && *got == ' ') got++, glen--;
+  size_t wlen = strlen(token);
+  /* Every byte of the token is compared whatever the input, and the whole
+   * value counts (a NUL inside it included), so the time taken says
+   * nothing about how much of it matched. */
+  volatile unsigned char diff = glen != wlen;
+  for (size_t i = 0; i < wlen; i++)
+    diff |= (unsigned char)token[i] ^ (unsigned char)(i < glen ? got[i] : 0);
+  return diff == 0;
+}
+
+/* Sleeps ns in slices of at most 100 ms; false when the client left or the
+ * server is stopping. */
+static bool wait_ns(const cprof__http_req *req, int64_t ns) {
+  int64_t end = cprof__mono_ns() + ns;
+  for (;;) {
+    int64_t left = end - cprof__mono_ns();
+    if (left <= 0) return true;
+    int ms = left > 100000000 ? 100 : (int)((left + 999999) / 1000000);
+    if (req->wait) {
+      if (!req->wait(req->wait_ctx, ms)) return false;
+    } else {
+      struct timespec ts = {0, (long)ms * 1000000};
+      nanosleep(&ts, NULL);
+    }
+  }
+}
+
+/* wait_ns as the registry's wait function. */
+static bool http_wait(void *ctx, int64_t ns) { return wait_ns(ctx, ns); }
+
+/* The parameters as Go's r.FormValue finds them: an urlencoded POST
+ * body's pairs ahead of the query's. */
+typedef struct form {
+  cprof__query body, query;
+} form;
+
+/* The first value of key with its length, or NULL. */
+static const char *form_value(const form *f, const char *key, size_t *len) {
+  const char *v = cprof__query_value(&f->body, key, len);
+  return v ? v : cprof__query_value(&f->query, key, len);
+}
+
+/* Go's strconv.Atoi(r.FormValue(key)) with the error ignored: 0 when the
+ * parameter is absent or not a number, and, as Atoi returns it with its
+ * range error, INT64_MAX or INT64_MIN when it is out of range. */
+static int64_t atoi_or_zero(const form *f, const char *key) {
+  size_t len;
+  const char *s = form_value(f, key, &len);
+  int64_t v = 0;
+  if (s) cprof__go_parse_int(s, len, &v);
+  return v;
+}
+
+/* strconv.ParseInt(r.FormValue(key), 10, 64) without an error: false when
+ * absent, empty, not a number or out of range. */
+static bool parse_int(const form *f, const char *key, int64_t *out) {
+  size_t len;
+  const char *s = form_value(f, key, &len);
+  return s && cprof__go_parse_int(s, len, out) == CPROF__INT_OK;
+}
+
+static void serve_cmdline(cprof__http_resp *r) {
+  int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    fail(r, 500, "cannot read /proc/self/cmdline");
+    return;
+  }
+  char chunk[4096];
+  ssize_t n;
+  while ((n = read(fd, chunk, sizeof chunk)) > 0)
+    if (cprof__buf_append(&r->body, chunk, (size_t)n) != 0) break;
+  close(fd);
+  /* The kernel ends every argument with NUL; Go joins them with NUL. */
+  if (r->body.len && r->body.data[r->body.len - 1] == 0) r->body.len--;
+  ok(r, TEXT, NULL, NULL);
+}
+
+static void serve_cpu(const cprof__http_opts *o, const cprof__http_req *req,
+                      const form *q, cprof__http_resp *r) {
+  /* Go: any error from ParseInt, a range error too, means 30. */
+  int64_t sec;
+  if (!parse_int(q, "seconds", &sec) || sec <= 0) sec = 30;
+  int64_t hz = 0;
+  size_t hzlen;
+  if (form_value(q, "hz", &hzlen) && hzlen &&
+      (!parse_int(q, "hz", &hz) || hz < 1 || hz > CPROF__CPU_MAX_HZ)) {
+    fail(r, 400, "invalid value for \"hz\" - must be an integer in [1, %d]",
+         CPROF__CPU_MAX_HZ);
+    return;
+  }
+  if (sec > o->max_seconds) {
+    fail(r, 400, "profile duration exceeds server's limit of %d seconds",
+         o->max_seconds);
+    return;
+  }
+  if (atomic_exchange(&cpu_in_use, true)) {
+    fail(r, 500, "Could not enable CPU profiling: %s",
+         cprof_strerror(CPROF_EBUSY));
+    return;
+  }
+  cprof__cpu_session *s;
+  int err = cprof__cpu_session_start((int)hz, &s);
+  if (err) {
+    atomic_store(&cpu_in_use, false);
+    fail(r, 500, "Could not enable CPU profiling: %s", cprof_strerror(err));
+    return;
+  }
+  bool stayed = wait_ns(req, sec * 1000000000);
+  cprof_sink sink = cprof_sink_buf(&r->body);
+  err = cprof__cpu_session_stop(s, stayed ? &sink : NULL);
+  atomic_store(&cpu_in_use, false);
+  if (!stayed) {
+    r->drop = true;
+    return;
+  }
+  if (err) {
+    fail(r, 500, "Could not write CPU profile: %s", cprof_strerror(err));
+    return;
+  }
+  ok(r, OCTETS, "profile", "");
+}
+
+static void serve_delta(const cprof__http_opts *o, const cprof__http_req *req,
+                        const form *q, const cprof__profile_def *def,
+                        cprof__http_resp *r) {
+  int64_t sec;
+  if (!parse_int(q, "seconds", &sec) || sec <= 0) {
+    fail(r, 400, "invalid value for \"seconds\" - must be a positive integer");
+    return;
+  }
+  if (!def->supports_delta) {
+    fail(r, 400,
+         "\"seconds\" parameter is not supported for this profile type");
+    return;
+  }
+  /* Where Go (before 1.23) checked its WriteTimeout. */
+  if (sec > o->max_seconds) {
+    fail(r, 400, "profile duration exceeds server's limit of %d seconds",
+         o->max_seconds);
+    return;
+  }
+  if (atoi_or_zero(q, "debug") != 0) {
+    fail(r, 400, "seconds and debug params are incompatible");
+    return;
+  }
+
+  cprof_sink sink = cprof_sink_buf(&r->body);
+  int err = cprof__profile_write_delta(def, sec * 1000000000, http_wait,
+                                       (void *)req, &sink);
+  if (err == CPROF_ECANCELED) {
+    r->drop = true;
+  } else if (err == CPROF_EIO) {
+    fail(r, 500, "failed to collect profile");
+  } else if (err == CPROF_ENOMEM) {
+    fail(r, 500, "failed to compute delta");
+  } else if (err) {
+    fail(r, 500, "failed to write profile: %s", cprof_strerror(err));
+  } else {
+    ok(r, OCTETS, def->name, "-delta");
+  }
+}
+
+/* The debug level a profile is written with. A negative debug is text to
+ * Go's handler (Content-Type) but not to runtime/pprof's writers: heap and
+ * allocs write text for any debug != 0, every other profile pprof for
+ * debug <= 0. */
+static int write_debug(const cprof__profile_def *def, int64_t debug) {
+  if (debug >= 0) return debug > 1000 ? 1000 : (int)debug;
+  return strcmp(def->name, "heap") == 0 || strcmp(def->name, "allocs") == 0;
+}
+
+static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
+                        const form *q, const char *name, cprof__http_resp *r) {
+  const cprof__profile_def *def = cprof__http_find(name);
+  if (!def) {
+    fail(r, 404, "Unknown profile");
+    return;
+  }
+  size_t slen;
+  if (form_value(q, "seconds", &slen) && slen) {
+    serve_delta(o, req, q, def, r);
+    return;
+  }
+  /* gc=N asks Go to collect garbage first; C has none: accepted, ignored. */
+  int64_t debug = atoi_or_zero(q, "debug");
+  cprof__records recs = {0};
+  cprof_sink sink = cprof_sink_buf(&r->body);
+  int err = def->collect(&recs);
+  if (!err) err = def->write(&recs, write_debug(def, debug), 0, &sink);
+  cprof__records_free(&recs);
+  if (err) {
+    fail(r, 500, "failed to write profile: %s", cprof_strerror(err));
+    return;
+  }
+  if (debug != 0)
+    ok(r, TEXT, NULL, NULL);
+  else
+    ok(r, OCTETS, def->name, "");
+}
+
+typedef struct symbol_ctx {
+  cprof_buf *out;
+  int err;
+} symbol_ctx;
+
+static void symbol_one(uint64_t addr, void *ctx) {
+  symbol_ctx *c = ctx;
+  if (c->err || cprof__pc_is_synthetic((uintptr_t)addr)) return;
+  const cprof__sym_result *res = cprof__sym_lookup((uintptr_t)addr);
+  if (!res || res->nframes == 0) return;
+  /* Go names the innermost function at a pc (FuncForPC). */
+  c->err = cprof__buf_printf(c->out, "0x%" PRIx64 " %s\n", addr,
+                             res->frames[0].name);
+}
+
+static void serve_symbol(const cprof__http_req *req, const char *query,
+                         cprof__http_resp *r) {
+  bool post = strcmp(req->method, "POST") == 0;
+  const char *in = post ? req->body : query;
+  size_t len = post ? req->body_len : strlen(query);
+  /* Every address may cost a cold lookup under the symbolizer's lock,
+   * which every profile needs too: a request asks for a bounded number. */
+  size_t words = len ? 1 : 0;
+  for (const char *p = in; len && (p = memchr(p, '+', len - (size_t)(p - in)));
+       p++)
+    words++;
+  if (words > CPROF__HTTP_MAX_SYMBOLS) {
+    fail(r, 413, "too many addresses (limit %d per request)",
+         CPROF__HTTP_MAX_SYMBOLS);
+    return;
+  }
+  symbol_ctx c = {&r->body, cprof__buf_printf(&r->body, "num_symbols: 1\n")};
+  if (!c.err && len) {
+    cprof__sym_lock();
+    c.err = cprof__sym_refresh();
+    if (!c.err) cprof__symbol_addresses(in, len, symbol_one, &c);
+    cprof__sym_unlock();
+  }
+  if (c.err) {
+    fail(r, 500, "symbolization failed: %s", cprof_strerror(c.err));
+    return;
+  }
+  ok(r, TEXT, NULL, NULL);
+}
+
+/* HTML-escapes s the way Go's html.EscapeString does. */
+static void put_escaped(cprof_buf *b, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+      case '<':
+        cprof__buf_printf(b, "&lt;");
+        break;
+      case '>':
+        cprof__buf_printf(b, "&gt;");
+        break;
+      case '&':
+        cprof__buf_printf(b, "&amp;");
+        break;
+      case '\'':
+        cprof__buf_printf(b, "&#39;");
+        break;
+      case '"':
+        cprof__buf_printf(b, "&#34;");
+        break;
+      default:
+        cprof__buf_append(b, s, 1);
+    }
+  }
+}
+
+typedef struct index_entry {
+  const char *name, *desc;
+  long count;
+} index_entry;
+
+static int by_name(const void *a, const void *b) {
+  return strcmp(((const index_entry *)a)->name, ((const index_entry *)b)->name);
+}
+
+/* Go's index page, byte for byte where the content is the same. The trace
+ * row is left out (cprof has no execution tracer), and the goroutine?debug=2
+ * link appears only when there is a goroutine profile to dump. */
+static void serve_index(cprof__http_resp *r) {
+  size_t n = cprof_profile_count();
+  index_entry *e = cprof__calloc(n + 2, sizeof *e);
+  if (!e) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+    return;
+  }
+  bool goroutine = false;
+  for (size_t i = 0; i < n; i++) {
+    e[i].name = cprof_profile_name(i);
+    e[i].desc = cprof_profile_description(i);
+    /* Go's index says more of heap than the registry (whose text the
+     * viewer shows): its gc parameter, accepted here too. */
+    if (strcmp(e[i].name, "heap") == 0)
+      e[i].desc =
+          "A sampling of memory allocations of live objects. You can specify "
+          "the gc GET parameter to run GC before taking the heap sample.";
+    e[i].count = cprof_profile_entries(e[i].name);
+    if (e[i].count < 0) e[i].count = 0;
+    goroutine |= strcmp(e[i].name, "goroutine") == 0;
+  }
+  e[n++] = (index_entry){
+      "cmdline", "The command line invocation of the current program", 0};
+  e[n++] = (index_entry){
+      "profile",
+      "CPU profile. You can specify the duration in the seconds GET "
+      "parameter. After you get the profile file, use the go tool pprof "
+      "command to investigate the profile.",
+      0};
+  qsort(e, n, sizeof *e, by_name);
+
+  cprof_buf *b = &r->body;
+  cprof__buf_printf(
+      b, "%s",
+      "<html>\n<head>\n<title>/debug/pprof/</title>\n<style>\n"
+      ".profile-name{\n\tdisplay:inline-block;\n\twidth:6rem;\n}\n"
+      "</style>\n</head>\n<body>\n/debug/pprof/\n<br>\n"
+      "<p>Set debug=1 as a query parameter to export in legacy "
+      "text format</p>\n<br>\nTypes of profiles available:\n"
+      "<table>\n<thead><td>Count</td><td>Profile</td></thead>\n");
+  for (size_t i = 0; i < n; i++) {
+    cprof__buf_printf(b, "<tr><td>%ld</td><td><a href='", e[i].count);
+    put_escaped(b, e[i].name);
+    cprof__buf_printf(b, "?debug=1'>");
+    put_escaped(b, e[i].name);
+    cprof__buf_printf(b, "</a></td></tr>\n");
+  }
+  cprof__buf_printf(b, "</table>\n");
+  if (goroutine)
+    cprof__buf_printf(b,
+                      "<a href=\"goroutine?debug=2\">full goroutine stack "
+                      "dump</a>\n");
+  cprof__buf_printf(b, "<br>\n<a href=\"ui/\">flame graph viewer</a>\n");
+  cprof__buf_printf(b, "<br>\n<p>\nProfile Descriptions:\n<ul>\n");
+  for (size_t i = 0; i < n; i++) {
+    cprof__buf_printf(b, "<li><div class=profile-name>");
+    put_escaped(b, e[i].name);
+    cprof__buf_printf(b, ": </div> ");
+    put_escaped(b, e[i].desc ? e[i].desc : "");
+    cprof__buf_printf(b, "</li>\n");
+  }
+  int err = cprof__buf_printf(b, "</ul>\n</p>\n</body>\n</html>");
+  cprof__free(e);
+  if (err) {
+    fail(r, 500, "%s", cprof_strerror(err));
+    return;
+  }
+  ok(r, HTML, NULL, NULL);
+}
+
+/* The profile viewer (ui.c): its page and the list of profiles it offers.
+ * The page fetches the profiles themselves through the routes above. */
+static void serve_ui(const char *what, cprof__http_resp *r) {
+  int err = strcmp(what, "profiles.json") == 0
+                ? cprof__ui_profiles_json(&r->body)
+                : cprof__ui_page(&r->body);
+  if (err) {
+    fail(r, 500, "%s", cprof_strerror(err));
+    return;
+  }
+  ok(r, *what ? "application/json" : HTML, NULL, NULL);
+}
+
+static bool method_allowed(const char *m) {
+  return strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0 ||
+         strcmp(m, "POST") == 0;
+}
+
+bool cprof__http_admit(const cprof__http_opts *o, const cprof__http_req *req,
+                       cprof__http_resp *r) {
+  memset(r, 0, sizeof *r);
+  if (!method_allowed(req->method)) {
+    r->allow = true;
+    fail(r, 405, "Method Not Allowed");
+    return false;
+  }
+  /* A page on another site can reach a loopback server through a name it
+   * controls that resolves to 127.0.0.1 (DNS rebinding); the browser
+   * still sends that name as Host. */
+  if (o->check_host && req->host &&
+      !cprof__host_is_loopback(req->host, req->host_len, o->listen_host)) {
+    fail(r, 403,
+         "Forbidden: the Host header must name a loopback address (localhost, "
+         "127.0.0.1, [::1])");
+    return false;
+  }
+  if (req->uri_too_long || strlen(req->uri) > CPROF__HTTP_MAX_URI) {
+    fail(r, 414, "request URI too long (limit %d bytes)", CPROF__HTTP_MAX_URI);
+    return false;
+  }
+  if (!cprof__http_token_ok(o->token, req->authorization,
+                            req->authorization_len)) {
+    r->www_authenticate = true;
+    fail(r, 401, "%s",
+         req->authorization
+             ? "Unauthorized: invalid bearer token"
+             : "Unauthorized: send \"Authorization: Bearer <token>\"");
+    return false;
+  }
+  return true;
+}
+
+/* True when the len bytes at path are the string s. */
+static bool path_is(const char *path, size_t len, const char *s) {
+  return len == strlen(s) && memcmp(path, s, len) == 0;
+}
+
+bool cprof__http_wants_body(const cprof__http_req *req) {
+  if (strcmp(req->method, "POST") != 0) return false;
+  size_t plen = strcspn(req->uri, "?"), n;
+  char path[CPROF__HTTP_MAX_URI + 1], why[128];
+  return cprof__path_decode(req->uri, plen, path, sizeof path, &n, why,
+                            sizeof why) == 0 &&
+         path_is(path, n, PREFIX "symbol");
+}
+
+/* Go's http.Redirect(w, r, url, 301) as ServeMux calls it, url being the
+ * cleaned path (len bytes at path) escaped and the raw query: Location is
+ * that url with bytes past ASCII as %xx (Go's hexEscapeNonASCII); GET and
+ * HEAD get Go's HTML type and a short body (a HEAD's is not sent), POST
+ * neither. */
+static void redirect(const cprof__http_req *req, const char *path, size_t len,
+                     const char *rawq, cprof__http_resp *r) {
+  size_t qlen = strlen(rawq);
+  char *url = cprof__malloc(3 * len + qlen + 2);
+  if (!url) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+    return;
+  }
+  size_t n = cprof__path_escape(path, len, url);
+  if (qlen) {
+    url[n++] = '?';
+    memcpy(url + n, rawq, qlen + 1);
+    n += qlen;
+  }
+  cprof_buf *b = &r->body;
+  b->len = 0;
+  int err = 0;
+  bool post = strcmp(req->method, "POST") == 0;
+  if (!post) {
+    err |= cprof__buf_printf(b, "<a href=\"");
+    put_escaped(b, url);
+    err |= cprof__buf_printf(b, "\">Moved Permanently</a>.\n\n");
+  }
+  /* Location lives after the body, in the body's memory, which the server
+   * frees only once the headers are out. */
+  size_t body_len = b->len;
+  err |= cprof__buf_append(b, "", 1);
+  size_t at = b->len;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)url[i];
+    err |= c < 0x80 ? cprof__buf_append(b, &url[i], 1)
+                    : cprof__buf_printf(b, "%%%x", c);
+  }
+  err |= cprof__buf_append(b, "", 1);
+  cprof__free(url);
+  if (err) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+    return;
+  }
+  b->len = body_len;
+  r->status = 301;
+  r->content_type = post ? NULL : HTML;
+  r->location = (const char *)b->data + at;
+}
+
+/* What a request needs beyond its stack frame: its path, decoded and
+ * cleaned, and its parameters. */
+typedef struct scratch {
+  char path[CPROF__HTTP_MAX_URI + 1];
+  char clean[CPROF__HTTP_MAX_URI + 2];
+  form form;
+} scratch;
+
+static void route(const cprof__http_opts *o, const cprof__http_req *req,
+                  scratch *s, cprof__http_resp *r) {
+  const char *qmark = strchr(req->uri, '?');
+  size_t plen = qmark ? (size_t)(qmark - req->uri) : strlen(req->uri), n;
+  const char *rawq = qmark ? qmark + 1 : "";
+  char why[128];
+  if (cprof__path_decode(req->uri, plen, s->path, sizeof s->path, &n, why,
+                         sizeof why)) {
+    fail(r, 400, "%s", why);
+    return;
+  }
+  /* Go's ServeMux: the root of a subtree without its slash goes to the
+   * subtree, and a path that is not clean to its cleaned form, the query
+   * along in both cases. */
+  size_t cn = cprof__path_clean(s->path, n, s->clean);
+  if (path_is(s->clean, cn, "/debug/pprof") ||
+      path_is(s->clean, cn, PREFIX "ui")) {
+    s->clean[cn++] = '/';
+    redirect(req, s->clean, cn, rawq, r);
+    return;
+  }
+  if (cn != n || memcmp(s->clean, s->path, n) != 0) {
+    redirect(req, s->clean, cn, rawq, r);
+    return;
+  }
+  const char *path = s->path;
+  if (n < strlen(PREFIX) || memcmp(path, PREFIX, strlen(PREFIX)) != 0) {
+    not_found(r);
+    return;
+  }
+  const char *name = path + strlen(PREFIX);
+  /* A "%00" in a name names no profile and no route. */
+  if (strlen(name) != n - strlen(PREFIX)) {
+    fail(r, 404, "Unknown profile");
+    return;
+  }
+
+  /* /symbol reads its raw query (or body) itself, as Go does. */
+  if (strcmp(name, "symbol") == 0) {
+    serve_symbol(req, rawq, r);
+    return;
+  }
+
+  form *q = &s->form;
+  q->body.npairs = 0;
+  if (cprof__query_parse(&q->query, rawq, strlen(rawq), why, sizeof why)) {
+    fail(r, 400, "%s", why);
+    return;
+  }
+  if (strcmp(req->method, "POST") == 0 && req->body_len) {
+    if (req->body_len > CPROF__QUERY_MAX_LEN) {
+      fail(r, 413, "request body too large (limit %d bytes)",
+           CPROF__QUERY_MAX_LEN);
+      return;
+    }
+    if (cprof__query_parse(&q->body, req->body, req->body_len, why,
+                           sizeof why)) {
+      fail(r, 400, "too many form parameters (limit %d)",
+           CPROF__QUERY_MAX_PAIRS);
+      return;
+    }
+  }
+  if (*name == 0) {
+    serve_index(r);
+  } else if (strcmp(name, "ui/") == 0 ||
+             strcmp(name, "ui/profiles.json") == 0) {
+    serve_ui(name + 3, r);
+  } else if (strcmp(name, "cmdline") == 0) {
+    serve_cmdline(r);
+  } else if (strcmp(name, "profile") == 0) {
+    serve_cpu(o, req, q, r);
+  } else if (strcmp(name, "trace") == 0) {
+    fail(r, 501,
+         "Could not enable tracing: execution traces are not supported by "
+         "cprof");
+  } else {
+    serve_named(o, req, q, name, r);
+  }
+}
+
+void cprof__http_handle(const cprof__http_opts *o, const cprof__http_req *req,
+                        cprof__http_resp *r) {
+  if (!cprof__http_admit(o, req, r)) return;
+  if (req->body_too_large) {
+    /* /symbol's body, or a form (which has the query's limit). */
+    fail(r, 413, "request body too large (limit %u bytes)",
+         cprof__http_wants_body(req) ? CPROF__HTTP_MAX_BODY
+                                     : CPROF__QUERY_MAX_LEN);
+    return;
+  }
+  /* Too big for a thread's stack frame on every request path: heap. */
+  scratch *s = cprof__malloc(sizeof *s);
+  if (!s) {
+    fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+    return;
+  }
+  route(o, req, s, r);
+  cprof__free(s);
+}

@@ -1,0 +1,58 @@
+/*
+ * profilez (profilez.h): the bytes of any profile, for an application to
+ * serve over its own admin protocol, as the seed's server does on its
+ * system account. It answers "Profiling is not enabled" until the
+ * application opts in, refuses mutex and block unless those profiles were
+ * switched on (they cost something on every contended lock, so serving
+ * them must not be how they get enabled), and otherwise behaves like the
+ * HTTP endpoint: debug selects the format, seconds a CPU window or a delta.
+ * The caller's thread does the waiting; nothing else is held meanwhile.
+ */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "source/contention.h"
+#include "source/cpu.h"
+#include "sink/dump.h"
+#include "base/mem.h"
+#include "sink/profilez.h"
+#include "profile/registry.h"
+
+/* Longest window profilez waits for, as the endpoint's default cap. */
+#define PROFILEZ_MAX_SECONDS 300
+
+static atomic_bool enabled;
+
+void cprof__mark_enabled(void) { atomic_store(&enabled, true); }
+bool cprof__profiling_enabled(void) { return atomic_load(&enabled); }
+
+int cprof_enable(void) {
+  cprof__mark_enabled();
+  return 0;
+}
+
+int cprof_profilez(const char *name, int debug, int seconds, cprof_buf *out) {
+  if (!name || !out || debug < 0 || seconds < 0 ||
+      seconds > PROFILEZ_MAX_SECONDS)
+    return CPROF_EINVAL;
+  if (!cprof__profiling_enabled()) return CPROF_ENOTENABLED;
+  cprof_sink sink = cprof_sink_buf(out);
+  if (strcmp(name, "profile") == 0 || strcmp(name, "cpu") == 0) {
+    /* Go's /debug/pprof/profile: 30 seconds unless told otherwise; the
+     * CPU profile has no text form. */
+    if (debug != 0) return CPROF_EINVAL;
+    int64_t ns = (int64_t)(seconds ? seconds : 30) * 1000000000;
+    return cprof__cpu_profile_for(cprof__cpu_default_hz(), ns,
+                                  cprof__sleep_wait, NULL, &sink);
+  }
+  const cprof__profile_def *def = cprof__profile_find(name);
+  if (!def) return CPROF_ENOPROFILE;
+  if (def == &cprof__mutex_profile && !cprof__mutex_profile_enabled())
+    return CPROF_EMUTEXOFF;
+  if (def == &cprof__block_profile && !cprof__block_profile_enabled())
+    return CPROF_EBLOCKOFF;
+  if (seconds == 0) return cprof_profile_write(name, debug, &sink);
+  if (debug != 0 || !def->supports_delta) return CPROF_EINVAL;
+  return cprof__profile_write_delta(def, (int64_t)seconds * 1000000000,
+                                    cprof__sleep_wait, NULL, &sink);
+}

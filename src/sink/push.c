@@ -1,0 +1,720 @@
+/*
+ * The pusher: uploads profiles to a Pyroscope-compatible ingest endpoint
+ * (POST /ingest, multipart field "profile", no format parameter), for
+ * fleets. A collector thread cuts the CPU profile into windows aligned to
+ * the wall clock and takes a heap snapshot (and mutex/block deltas, when
+ * those profiles are on) at each boundary; it hands the encoded profiles
+ * to an uploader thread through a bounded queue that drops, and counts,
+ * rather than grows. The uploader retries with backoff, under a timeout,
+ * and never follows redirects (so credentials cannot leak to another
+ * host) nor logs them. Values that end up in a request's headers or
+ * request line (the token, the tenant, basic auth, the URL) are refused
+ * when they hold a control character, which would end a header and let
+ * the configuration inject headers of its own. Both threads are cprof's
+ * own: they block every signal and mark themselves as profiler code, so
+ * the heap sampler does not count their allocations. Nothing here runs on
+ * the application's threads except start and stop.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "source/contention.h"
+#include "source/cpu.h"
+#include "sink/dump.h"
+#include "base/dynload.h"
+#include "base/env.h"
+#include "base/lock.h"
+#include "base/mem.h"
+#include "sink/profilez.h"
+#include "sink/push.h"
+#include "profile/registry.h"
+#include "source/threads.h"
+
+#define DEFAULT_INTERVAL 10
+#define DEFAULT_TIMEOUT 10
+#define DEFAULT_QUEUE 16
+#define MAX_ATTEMPTS 4
+
+/* libcurl, loaded when the first pusher starts (dynload.h). Debian ships it
+ * built on OpenSSL and, as a separate package, on GnuTLS. */
+static struct {
+  __typeof__(curl_easy_cleanup) *easy_cleanup;
+  __typeof__(curl_easy_escape) *easy_escape;
+  __typeof__(curl_easy_getinfo) *easy_getinfo;
+  __typeof__(curl_easy_init) *easy_init;
+  __typeof__(curl_easy_perform) *easy_perform;
+  __typeof__(curl_easy_reset) *easy_reset;
+  __typeof__(curl_easy_setopt) *easy_setopt;
+  __typeof__(curl_free) *free;
+  __typeof__(curl_global_init) *global_init;
+  __typeof__(curl_mime_addpart) *mime_addpart;
+  __typeof__(curl_mime_data) *mime_data;
+  __typeof__(curl_mime_filename) *mime_filename;
+  __typeof__(curl_mime_free) *mime_free;
+  __typeof__(curl_mime_init) *mime_init;
+  __typeof__(curl_mime_name) *mime_name;
+  __typeof__(curl_mime_type) *mime_type;
+  __typeof__(curl_slist_append) *slist_append;
+  __typeof__(curl_slist_free_all) *slist_free_all;
+} libcurl;
+
+static const cprof__dynsym curl_syms[] = {
+    {"curl_easy_cleanup", (void **)&libcurl.easy_cleanup},
+    {"curl_easy_escape", (void **)&libcurl.easy_escape},
+    {"curl_easy_getinfo", (void **)&libcurl.easy_getinfo},
+    {"curl_easy_init", (void **)&libcurl.easy_init},
+    {"curl_easy_perform", (void **)&libcurl.easy_perform},
+    {"curl_easy_reset", (void **)&libcurl.easy_reset},
+    {"curl_easy_setopt", (void **)&libcurl.easy_setopt},
+    {"curl_free", (void **)&libcurl.free},
+    {"curl_global_init", (void **)&libcurl.global_init},
+    {"curl_mime_addpart", (void **)&libcurl.mime_addpart},
+    {"curl_mime_data", (void **)&libcurl.mime_data},
+    {"curl_mime_filename", (void **)&libcurl.mime_filename},
+    {"curl_mime_free", (void **)&libcurl.mime_free},
+    {"curl_mime_init", (void **)&libcurl.mime_init},
+    {"curl_mime_name", (void **)&libcurl.mime_name},
+    {"curl_mime_type", (void **)&libcurl.mime_type},
+    {"curl_slist_append", (void **)&libcurl.slist_append},
+    {"curl_slist_free_all", (void **)&libcurl.slist_free_all},
+};
+static const char *const curl_sonames[] = {"libcurl.so.4",
+                                           "libcurl-gnutls.so.4", NULL};
+static cprof__dynlib curl_lib = {curl_sonames, curl_syms,
+                                 CPROF__ARRAY_LEN(curl_syms), 0, ""};
+
+typedef struct push_job {
+  char kind[16]; /* profile name, for logs */
+  cprof_buf data;
+  int64_t from_s, until_s;
+  int sample_rate; /* cpu: hz; 0 otherwise */
+} push_job;
+
+/* The delta profiles: the records at the previous boundary. */
+typedef struct delta_state {
+  const char *name;
+  cprof__records last;
+  bool have_last;
+} delta_state;
+
+struct cprof_push {
+  char *ingest_url; /* base URL + "/ingest" */
+  char *name;       /* app{labels}, not yet URL-encoded */
+  char *basic_auth;
+  char *bearer_header;
+  char *tenant_header;
+  char *safe_url; /* for logs: scheme://host[:port] only */
+  int interval, timeout, hz;
+  void (*logger)(void *ctx, const char *line);
+  void *logger_ctx;
+
+  pthread_mutex_t lock;
+  pthread_cond_t cond; /* queue changes and stop */
+  push_job *queue;
+  size_t qcap, qhead, qlen;
+  bool stopping;
+  atomic_bool abort_uploads; /* stop: end a request in flight at once */
+  pthread_t collector, uploader;
+  bool collector_started, uploader_started;
+
+  cprof__cpu_session *cpu;
+  delta_state deltas[2];
+  _Atomic uint64_t uploaded, failed, dropped, retried;
+};
+
+static void push_log(cprof_push *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void push_log(cprof_push *p, const char *fmt, ...) {
+  char line[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (p->logger)
+    p->logger(p->logger_ctx, line);
+  else
+    cprof__warn("push: %s", line);
+}
+
+/* "scheme://host[:port]" of url, without user information or path, so a
+ * log line never carries a credential. */
+static char *safe_origin(const char *url) {
+  const char *scheme_end = strstr(url, "://");
+  const char *host = scheme_end ? scheme_end + 3 : url;
+  const char *at = NULL;
+  for (const char *c = host; *c && *c != '/'; c++)
+    if (*c == '@') at = c;
+  if (at) host = at + 1;
+  size_t hlen = strcspn(host, "/?#");
+  size_t slen = scheme_end ? (size_t)(scheme_end - url) + 3 : 0;
+  char *out = cprof__malloc(slen + hlen + 1);
+  if (!out) return NULL;
+  memcpy(out, url, slen);
+  memcpy(out + slen, host, hlen);
+  out[slen + hlen] = '\0';
+  return out;
+}
+
+static bool label_key_ok(const char *s, size_t n) {
+  if (n == 0) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+              (i > 0 && c >= '0' && c <= '9') || (i > 0 && c == '.');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+static bool is_control(char c) {
+  return (unsigned char)c < 0x20 || c == 0x7f;
+}
+
+static bool has_control(const char *s) {
+  for (; s && *s; s++)
+    if (is_control(*s)) return true;
+  return false;
+}
+
+static bool label_value_ok(const char *s, size_t n) {
+  if (n == 0) return false;
+  for (size_t i = 0; i < n; i++)
+    if (strchr(",{}=\"", s[i]) || is_control(s[i])) return false;
+  return true;
+}
+
+/* Builds "app{hostname=h,pid=N,service_name=app,k=v...}". Returns NULL and
+ * fills err for a malformed labels string. */
+static char *series_name(const char *app, const char *labels, char *err,
+                         size_t errlen) {
+  char host[256] = "unknown";
+  gethostname(host, sizeof host - 1);
+  host[sizeof host - 1] = '\0';
+  for (char *c = host; *c; c++)
+    if (strchr(",{}=\"", *c)) *c = '_';
+  cprof_buf b = {0};
+  int rc = cprof__buf_printf(&b, "%s{hostname=%s,pid=%d,service_name=%s", app,
+                             host, (int)getpid(), app);
+  const char *p = labels ? labels : "";
+  while (!rc && *p) {
+    size_t n = strcspn(p, ",");
+    const char *eq = memchr(p, '=', n);
+    if (!eq || !label_key_ok(p, (size_t)(eq - p)) ||
+        !label_value_ok(eq + 1, n - (size_t)(eq - p) - 1)) {
+      char q[4 * 40 + 32];
+      cprof__quote(q, sizeof q, p, n, 40);
+      snprintf(err, errlen,
+               "bad label %s: want key=value, key [A-Za-z_][A-Za-z0-9_.]*, "
+               "value without , { } = \" or control characters",
+               q);
+      cprof_buf_free(&b);
+      return NULL;
+    }
+    rc = cprof__buf_printf(&b, ",%.*s", (int)n, p);
+    p += n;
+    if (*p == ',') p++;
+  }
+  if (!rc) rc = cprof__buf_append(&b, "}", 2);
+  if (rc) {
+    cprof_buf_free(&b);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  return (char *)b.data;
+}
+
+static bool app_name_ok(const char *s) {
+  if (!*s) return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+          (*s >= '0' && *s <= '9') || strchr("_-.", *s)))
+      return false;
+  return true;
+}
+
+/* Queues a job; when the queue is full the oldest job is dropped (the
+ * newest data is the most useful) and counted. Takes data's buffer. */
+static void enqueue(cprof_push *p, const char *kind, cprof_buf *data,
+                    int64_t from_s, int64_t until_s, int sample_rate) {
+  cprof__lock(&p->lock);
+  if (p->qlen == p->qcap) {
+    push_job *old = &p->queue[p->qhead];
+    cprof_buf_free(&old->data);
+    p->qhead = (p->qhead + 1) % p->qcap;
+    p->qlen--;
+    atomic_fetch_add(&p->dropped, 1);
+  }
+  push_job *j = &p->queue[(p->qhead + p->qlen) % p->qcap];
+  snprintf(j->kind, sizeof j->kind, "%s", kind);
+  j->data = *data;
+  j->from_s = from_s;
+  j->until_s = until_s;
+  j->sample_rate = sample_rate;
+  p->qlen++;
+  memset(data, 0, sizeof *data);
+  pthread_cond_broadcast(&p->cond);
+  cprof__unlock(&p->lock);
+}
+
+/* Waits until the wall clock reaches deadline_s; false when stopping. */
+static bool wait_until(cprof_push *p, int64_t deadline_s) {
+  struct timespec ts = {(time_t)deadline_s, 0};
+  cprof__lock(&p->lock);
+  while (!p->stopping) {
+    if (cprof__cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT) break;
+  }
+  bool go_on = !p->stopping;
+  cprof__unlock(&p->lock);
+  return go_on;
+}
+
+static void collect_delta(cprof_push *p, delta_state *d, int64_t from_s,
+                          int64_t until_s) {
+  const cprof__profile_def *def = cprof__profile_find(d->name);
+  if (!def) return;
+  cprof__records now = {0}, delta = {0};
+  if (def->collect(&now) != 0) goto out;
+  if (d->have_last && cprof__records_delta(&delta, &d->last, &now) == 0 &&
+      delta.len > 0) {
+    cprof_buf data = {0};
+    cprof_sink sink = cprof_sink_buf(&data);
+    if (def->write(&delta, 0, now.time_ns - d->last.time_ns, &sink) == 0)
+      enqueue(p, d->name, &data, from_s, until_s, 0);
+    cprof_buf_free(&data);
+  }
+  cprof__records_free(&d->last);
+  d->last = now;
+  d->have_last = true;
+  memset(&now, 0, sizeof now);
+out:
+  cprof__records_free(&now);
+  cprof__records_free(&delta);
+}
+
+/* One boundary: the CPU window that just ended, a heap snapshot, and the
+ * contention deltas. */
+static void collect_window(cprof_push *p, int64_t from_s, int64_t until_s) {
+  cprof_buf data = {0};
+  cprof_sink sink = cprof_sink_buf(&data);
+  if (p->cpu) {
+    cprof__cpu_session *ended = p->cpu;
+    p->cpu = NULL;
+    cprof__cpu_session_start(p->hz, &p->cpu);
+    if (cprof__cpu_session_stop(ended, &sink) == 0)
+      enqueue(p, "cpu", &data, from_s, until_s, p->hz);
+    cprof_buf_free(&data);
+  } else if (cprof__cpu_session_start(p->hz, &p->cpu) != 0) {
+    p->cpu = NULL;
+  }
+  if (cprof__profile_find("heap") &&
+      cprof_profile_write("heap", 0, &sink) == 0)
+    enqueue(p, "heap", &data, from_s, until_s, 0);
+  cprof_buf_free(&data);
+  if (cprof__mutex_profile_enabled())
+    collect_delta(p, &p->deltas[0], from_s, until_s);
+  if (cprof__block_profile_enabled())
+    collect_delta(p, &p->deltas[1], from_s, until_s);
+}
+
+static void *collector_main(void *arg) {
+  cprof_push *p = arg;
+  cprof__guard_enter();
+  int64_t now = cprof__now_ns() / 1000000000;
+  int64_t from = now;
+  /* Windows end on multiples of the interval, so series from many hosts
+   * line up. */
+  int64_t next = (now / p->interval + 1) * p->interval;
+  if (cprof__cpu_session_start(p->hz, &p->cpu) != 0) {
+    p->cpu = NULL;
+    push_log(p, "CPU profile unavailable; pushing the other profiles");
+  }
+  /* The deltas start from the state at the beginning. */
+  collect_delta(p, &p->deltas[0], from, from);
+  collect_delta(p, &p->deltas[1], from, from);
+  while (wait_until(p, next)) {
+    collect_window(p, from, next);
+    from = next;
+    next += p->interval;
+  }
+  if (p->cpu) cprof__cpu_session_stop(p->cpu, NULL);
+  p->cpu = NULL;
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(p->deltas); i++)
+    cprof__records_free(&p->deltas[i].last);
+  cprof__guard_exit();
+  return NULL;
+}
+
+/* Ends a request in flight when the pusher stops, so stopping (at exit,
+ * say) never waits for a slow or stalled backend. */
+static int abort_on_stop(void *ctx, curl_off_t dltotal, curl_off_t dlnow,
+                         curl_off_t ultotal, curl_off_t ulnow) {
+  (void)dltotal;
+  (void)dlnow;
+  (void)ultotal;
+  (void)ulnow;
+  return atomic_load(&((cprof_push *)ctx)->abort_uploads) ? 1 : 0;
+}
+
+static size_t discard_body(char *ptr, size_t size, size_t n, void *ctx) {
+  (void)ptr;
+  (void)ctx;
+  return size * n;
+}
+
+/* One POST. Returns the HTTP status, or 0 when the request did not
+ * complete (connection refused, timeout). */
+static long post(cprof_push *p, CURL *curl, const push_job *j) {
+  char *name = libcurl.easy_escape(curl, p->name, 0);
+  if (!name) return 0;
+  char url[2048];
+  int n = snprintf(url, sizeof url,
+                   "%s?name=%s&from=%lld&until=%lld&spyName=cprof", p->ingest_url,
+                   name, (long long)j->from_s, (long long)j->until_s);
+  libcurl.free(name);
+  if (n < 0 || (size_t)n >= sizeof url) return 0;
+  if (j->sample_rate)
+    snprintf(url + n, sizeof url - (size_t)n, "&sampleRate=%d", j->sample_rate);
+
+  curl_mime *mime = libcurl.mime_init(curl);
+  curl_mimepart *part = libcurl.mime_addpart(mime);
+  libcurl.mime_name(part, "profile");
+  libcurl.mime_filename(part, "profile.pb.gz");
+  libcurl.mime_type(part, "application/octet-stream");
+  libcurl.mime_data(part, (const char *)j->data.data, j->data.len);
+
+  struct curl_slist *headers = NULL;
+  if (p->bearer_header) headers = libcurl.slist_append(headers, p->bearer_header);
+  if (p->tenant_header) headers = libcurl.slist_append(headers, p->tenant_header);
+
+  libcurl.easy_reset(curl);
+  libcurl.easy_setopt(curl, CURLOPT_URL, url);
+  libcurl.easy_setopt(curl, CURLOPT_MIMEPOST, mime);
+  libcurl.easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  libcurl.easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  libcurl.easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
+  libcurl.easy_setopt(curl, CURLOPT_TIMEOUT, (long)p->timeout);
+  libcurl.easy_setopt(curl, CURLOPT_CONNECTTIMEOUT, (long)p->timeout);
+  libcurl.easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard_body);
+  libcurl.easy_setopt(curl, CURLOPT_USERAGENT, "cprof");
+  libcurl.easy_setopt(curl, CURLOPT_NOPROGRESS, 0L);
+  libcurl.easy_setopt(curl, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
+  libcurl.easy_setopt(curl, CURLOPT_XFERINFODATA, p);
+  if (p->basic_auth) {
+    libcurl.easy_setopt(curl, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    libcurl.easy_setopt(curl, CURLOPT_USERPWD, p->basic_auth);
+  }
+  long status = 0;
+  if (libcurl.easy_perform(curl) == CURLE_OK)
+    libcurl.easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  libcurl.slist_free_all(headers);
+  libcurl.mime_free(mime);
+  return status;
+}
+
+static bool stopping(cprof_push *p) {
+  cprof__lock(&p->lock);
+  bool s = p->stopping;
+  cprof__unlock(&p->lock);
+  return s;
+}
+
+static void *uploader_main(void *arg) {
+  cprof_push *p = arg;
+  cprof__guard_enter();
+  CURL *curl = libcurl.easy_init();
+  for (;;) {
+    cprof__lock(&p->lock);
+    while (p->qlen == 0 && !p->stopping) cprof__cond_wait(&p->cond, &p->lock);
+    if (p->qlen == 0) {
+      cprof__unlock(&p->lock);
+      break;
+    }
+    push_job job = p->queue[p->qhead];
+    p->qhead = (p->qhead + 1) % p->qcap;
+    p->qlen--;
+    cprof__unlock(&p->lock);
+
+    long status = 0;
+    for (int attempt = 1; curl && attempt <= MAX_ATTEMPTS; attempt++) {
+      long got = post(p, curl, &job);
+      /* A request abandoned because the pusher is stopping says nothing
+       * about the backend: the last real answer stands. */
+      if (got == 0 && atomic_load(&p->abort_uploads)) break;
+      status = got;
+      /* Retry what may pass later: no answer, a timeout, rate limiting and
+       * server errors. Other client errors will not change. */
+      bool retry = status == 0 || status == 408 || status == 429 ||
+                   status >= 500;
+      if (!retry || attempt == MAX_ATTEMPTS || stopping(p)) break;
+      atomic_fetch_add(&p->retried, 1);
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      ts.tv_sec += 1 << (attempt - 1); /* 1, 2, 4 seconds */
+      cprof__lock(&p->lock);
+      while (!p->stopping &&
+             cprof__cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT) {
+      }
+      cprof__unlock(&p->lock);
+    }
+    if (status >= 200 && status < 300) {
+      atomic_fetch_add(&p->uploaded, 1);
+    } else {
+      uint64_t failures = atomic_fetch_add(&p->failed, 1);
+      /* One line for the first failure and every hundredth after it. */
+      if (failures % 100 == 0) {
+        char why[32] = "no answer";
+        if (status) snprintf(why, sizeof why, "HTTP %ld", status);
+        push_log(p, "upload of %s to %s failed (%s); %llu failed so far",
+                 job.kind, p->safe_url, why,
+                 (unsigned long long)failures + 1);
+      }
+    }
+    cprof_buf_free(&job.data);
+  }
+  if (curl) libcurl.easy_cleanup(curl);
+  cprof__guard_exit();
+  return NULL;
+}
+
+static void push_free(cprof_push *p) {
+  if (!p) return;
+  for (size_t i = 0; i < p->qlen; i++)
+    cprof_buf_free(&p->queue[(p->qhead + i) % p->qcap].data);
+  cprof__free(p->queue);
+  cprof__free(p->ingest_url);
+  cprof__free(p->name);
+  cprof__free(p->basic_auth);
+  cprof__free(p->bearer_header);
+  cprof__free(p->tenant_header);
+  cprof__free(p->safe_url);
+  pthread_mutex_destroy(&p->lock);
+  pthread_cond_destroy(&p->cond);
+  cprof__free(p);
+}
+
+static char *dup_printf(const char *fmt, const char *s) {
+  cprof_buf b = {0};
+  if (cprof__buf_printf(&b, fmt, s) || cprof__buf_append(&b, "", 1)) {
+    cprof_buf_free(&b);
+    return NULL;
+  }
+  return (char *)b.data;
+}
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static int curl_loaded = CPROF_EUNSUPPORTED;
+static void curl_init_once(void) {
+  curl_loaded = cprof__dynload(&curl_lib);
+  if (curl_loaded) return;
+  cprof__guard_enter();
+  libcurl.global_init(CURL_GLOBAL_DEFAULT);
+  cprof__guard_exit();
+}
+
+static const char *program_name(char *buf, size_t len) {
+  FILE *f = fopen("/proc/self/comm", "re");
+  if (f) {
+    bool ok = fgets(buf, (int)len, f) != NULL;
+    fclose(f);
+    buf[strcspn(buf, "\n")] = '\0';
+    for (char *c = buf; *c; c++)
+      if (!app_name_ok((char[]){*c, 0})) *c = '_';
+    if (ok && *buf) return buf;
+  }
+  return "app";
+}
+
+int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
+                      char *err, size_t errlen) {
+  if (!cfg || !out || !cfg->url) {
+    snprintf(err, errlen, "a configuration with a url is required");
+    return CPROF_EINVAL;
+  }
+  if (strncmp(cfg->url, "http://", 7) != 0 &&
+      strncmp(cfg->url, "https://", 8) != 0) {
+    snprintf(err, errlen, "url must start with http:// or https://");
+    return CPROF_EINVAL;
+  }
+  /* Each of these goes into the request line or a header as it is. */
+  const struct {
+    const char *name, *value;
+  } raw[] = {{"url", cfg->url},
+             {"bearer_token", cfg->bearer_token},
+             {"tenant_id", cfg->tenant_id},
+             {"basic_auth", cfg->basic_auth}};
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(raw); i++)
+    if (has_control(raw[i].value)) {
+      snprintf(err, errlen, "%s must not contain control characters",
+               raw[i].name);
+      return CPROF_EINVAL;
+    }
+  if (cfg->interval_seconds < 0 || cfg->interval_seconds > 3600 ||
+      cfg->timeout_seconds < 0 || cfg->timeout_seconds > 600 ||
+      cfg->queue_length < 0 || cfg->queue_length > 1024 || cfg->cpu_hz < 0 ||
+      cfg->cpu_hz > CPROF__CPU_MAX_HZ) {
+    snprintf(err, errlen,
+             "out of range: interval 1..3600 s, timeout 1..600 s, queue "
+             "1..1024, cpu_hz 1..%d",
+             CPROF__CPU_MAX_HZ);
+    return CPROF_EINVAL;
+  }
+  pthread_once(&curl_once, curl_init_once);
+  if (curl_loaded) {
+    snprintf(err, errlen, "%s", curl_lib.why);
+    return curl_loaded;
+  }
+  char comm[32];
+  const char *app = cfg->app_name ? cfg->app_name : program_name(comm, sizeof comm);
+  if (!app_name_ok(app)) {
+    char q[CPROF__QUOTED_SIZE];
+    snprintf(err, errlen, "app name %s must be letters, digits, _ - .",
+             cprof__quoted(q, sizeof q, app));
+    return CPROF_EINVAL;
+  }
+  if (cfg->bearer_token && cfg->basic_auth) {
+    snprintf(err, errlen, "give basic auth or a bearer token, not both");
+    return CPROF_EINVAL;
+  }
+  cprof_push *p = cprof__calloc(1, sizeof *p);
+  if (!p) return CPROF_ENOMEM;
+  pthread_mutex_init(&p->lock, NULL);
+  pthread_cond_init(&p->cond, NULL);
+  p->interval = cfg->interval_seconds ? cfg->interval_seconds : DEFAULT_INTERVAL;
+  p->timeout = cfg->timeout_seconds ? cfg->timeout_seconds : DEFAULT_TIMEOUT;
+  p->hz = cfg->cpu_hz ? cfg->cpu_hz : cprof__cpu_default_hz();
+  p->qcap = cfg->queue_length ? (size_t)cfg->queue_length : DEFAULT_QUEUE;
+  p->logger = cfg->logger;
+  p->logger_ctx = cfg->logger_ctx;
+  p->deltas[0].name = "mutex";
+  p->deltas[1].name = "block";
+  size_t ulen = strlen(cfg->url);
+  while (ulen && cfg->url[ulen - 1] == '/') ulen--;
+  p->queue = cprof__calloc(p->qcap, sizeof *p->queue);
+  p->ingest_url = cprof__malloc(ulen + sizeof "/ingest");
+  if (p->ingest_url) {
+    memcpy(p->ingest_url, cfg->url, ulen);
+    memcpy(p->ingest_url + ulen, "/ingest", sizeof "/ingest");
+  }
+  p->name = series_name(app, cfg->labels, err, errlen);
+  if (!p->name) {
+    push_free(p);
+    return CPROF_EINVAL;
+  }
+  p->safe_url = safe_origin(cfg->url);
+  if (cfg->basic_auth) p->basic_auth = cprof__strdup(cfg->basic_auth);
+  if (cfg->bearer_token)
+    p->bearer_header = dup_printf("Authorization: Bearer %s", cfg->bearer_token);
+  if (cfg->tenant_id)
+    p->tenant_header = dup_printf("X-Scope-OrgID: %s", cfg->tenant_id);
+  if (!p->queue || !p->ingest_url || !p->safe_url ||
+      (cfg->basic_auth && !p->basic_auth) ||
+      (cfg->bearer_token && !p->bearer_header) ||
+      (cfg->tenant_id && !p->tenant_header)) {
+    push_free(p);
+    return CPROF_ENOMEM;
+  }
+  if (cprof__thread_spawn(&p->uploader, uploader_main, p, "cprof-upload") != 0) {
+    push_free(p);
+    return CPROF_ESYS;
+  }
+  p->uploader_started = true;
+  if (cprof__thread_spawn(&p->collector, collector_main, p, "cprof-push") != 0) {
+    cprof_push_stop(p);
+    return CPROF_ESYS;
+  }
+  p->collector_started = true;
+  cprof__mark_enabled();
+  *out = p;
+  return 0;
+}
+
+int cprof_push_start(const cprof_push_config *cfg, cprof_push **out) {
+  char err[200] = "";
+  int rc = cprof__push_start(cfg, out, err, sizeof err);
+  if (rc && err[0] && cfg && cfg->logger) cfg->logger(cfg->logger_ctx, err);
+  return rc;
+}
+
+int cprof_push_stop(cprof_push *p) {
+  if (!p) return CPROF_EINVAL;
+  cprof__lock(&p->lock);
+  p->stopping = true;
+  atomic_store(&p->abort_uploads, true);
+  pthread_cond_broadcast(&p->cond);
+  cprof__unlock(&p->lock);
+  if (p->collector_started) cprof__join(p->collector, NULL);
+  if (p->uploader_started) cprof__join(p->uploader, NULL);
+  push_free(p);
+  return 0;
+}
+
+void cprof_push_get_stats(const cprof_push *p, cprof_push_stats *out) {
+  memset(out, 0, sizeof *out);
+  if (!p) return;
+  cprof_push *q = (cprof_push *)p;
+  out->uploaded = atomic_load(&q->uploaded);
+  out->failed = atomic_load(&q->failed);
+  out->dropped = atomic_load(&q->dropped);
+  out->retried = atomic_load(&q->retried);
+}
+
+/* The environment's pusher, started by the constructor and stopped at
+ * exit. */
+static cprof_push *env_pusher;
+
+static void stop_env_pusher(void) {
+  cprof_push *p = env_pusher;
+  env_pusher = NULL;
+  if (p) cprof_push_stop(p);
+}
+
+void cprof__push_env_init(void) {
+  const char *url = cprof__env_str("CPROF_PUSH_URL");
+  if (!url) return;
+  cprof_push_config cfg;
+  memset(&cfg, 0, sizeof cfg);
+  cfg.url = url;
+  cfg.app_name = cprof__env_str("CPROF_PUSH_APP");
+  cfg.labels = cprof__env_str("CPROF_PUSH_LABELS");
+  cfg.basic_auth = cprof__env_str("CPROF_PUSH_BASIC_AUTH");
+  cfg.bearer_token = cprof__env_str("CPROF_PUSH_TOKEN");
+  cfg.tenant_id = cprof__env_str("CPROF_PUSH_TENANT");
+  long long v;
+  const char *off = "pushing disabled";
+  /* Named by variable here; cprof__push_start would name the field. */
+  const struct {
+    const char *name, *value;
+  } raw[] = {{"CPROF_PUSH_URL", cfg.url},
+             {"CPROF_PUSH_TOKEN", cfg.bearer_token},
+             {"CPROF_PUSH_TENANT", cfg.tenant_id},
+             {"CPROF_PUSH_BASIC_AUTH", cfg.basic_auth}};
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(raw); i++)
+    if (has_control(raw[i].value)) {
+      cprof__warn("CPROF_PUSH_*: %s must not contain control characters; %s",
+                  raw[i].name, off);
+      return;
+    }
+  if (cprof__env_str("CPROF_PUSH_INTERVAL")) {
+    if (!cprof__env_int("CPROF_PUSH_INTERVAL", 1, 3600, off, &v)) return;
+    cfg.interval_seconds = (int)v;
+  }
+  char err[200] = "";
+  int rc = cprof__push_start(&cfg, &env_pusher, err, sizeof err);
+  if (rc == CPROF_EINVAL)
+    cprof__warn("CPROF_PUSH_*: %s; pushing disabled", err);
+  else if (rc && err[0])
+    cprof__warn("CPROF_PUSH_URL: %s; pushing disabled", err);
+  else if (rc)
+    cprof__warn("CPROF_PUSH_URL: %s; pushing disabled", cprof_strerror(rc));
+  else
+    atexit(stop_env_pusher);
+}

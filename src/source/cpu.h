@@ -1,0 +1,68 @@
+/*
+ * The CPU profiler: per-thread CPU-time timers delivering SIGPROF to the
+ * thread that used the time, a signal handler that walks and aggregates the
+ * interrupted stack, and sessions that turn the aggregate into a profile.
+ *
+ * One sampling engine serves up to CPROF__CPU_SESSIONS independent sessions
+ * (the application's own cprof_cpu_start, the HTTP endpoint, a dump, the
+ * pusher): each session has its own table, so one consumer stopping or
+ * starting never disturbs another. The engine runs at the rate of the first
+ * session that started it; later sessions share that rate and say so in
+ * their profile's period.
+ */
+#ifndef CPROF_CPU_H
+#define CPROF_CPU_H
+
+#include "base/internal.h"
+#include "profile/registry.h"
+
+#define CPROF__CPU_SESSIONS 4
+#define CPROF__CPU_DEFAULT_HZ 100
+#define CPROF__CPU_MAX_HZ 10000
+
+typedef struct cprof__cpu_session cprof__cpu_session;
+
+/* Starts a session at hz (0 = default). Returns 0, CPROF_EINVAL for a rate
+ * out of range, CPROF_EBUSY when every session slot is taken, CPROF_ESYS
+ * when SIGPROF belongs to the application or timers cannot be created.
+ * Normal context; thread-safe. */
+CPROF__HIDDEN int cprof__cpu_session_start(int hz, cprof__cpu_session **out);
+
+/* Marks a session as one that follows the process into its fork
+ * children: there it carries on from zero (its table cleared, its window
+ * starting at the fork) on the forking thread, whose timer is armed again.
+ * Other sessions are released in a child. Thread-safe. */
+CPROF__HIDDEN void cprof__cpu_session_follow_forks(cprof__cpu_session *s);
+
+/* Ends a session and writes its profile (pprof, gzipped) to sink, or only
+ * discards it when sink is NULL. Returns 0 or a negative cprof_err. */
+CPROF__HIDDEN int cprof__cpu_session_stop(cprof__cpu_session *s,
+                                          const cprof_sink *sink);
+
+/* A CPU profile over one window: starts a session at hz, waits ns with
+ * wait, and writes the profile to sink. Returns 0; CPROF_ECANCELED when the
+ * wait was cut short (nothing written); or the session's errors. */
+CPROF__HIDDEN int cprof__cpu_profile_for(int hz, int64_t ns,
+                                         cprof__wait_fn wait, void *ctx,
+                                         const cprof_sink *sink);
+
+/* The rate the engine samples at now, 0 when it is idle. */
+CPROF__HIDDEN int cprof__cpu_engine_hz(void);
+
+/* Hooks for threads.c: a thread starting (arm its timer if the engine runs)
+ * and exiting (disarm it and remember its name). Normal context. */
+CPROF__HIDDEN void cprof__cpu_thread_started(void);
+CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
+
+/* True when act installs cprof's own SIGPROF handler. */
+struct sigaction;
+CPROF__HIDDEN bool cprof__cpu_is_own_handler(const struct sigaction *act);
+
+/* The program is replacing cprof's SIGPROF handler with its own (the
+ * sigaction interposer saw it): cprof's timers stop at once, so the
+ * program's profiler receives only its own signals; profiles under way
+ * keep the samples they have, and later starts are refused with the usual
+ * line. One line on stderr when timers were running. Normal context. */
+CPROF__HIDDEN void cprof__cpu_handler_replaced(void);
+
+#endif

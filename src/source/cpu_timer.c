@@ -1,0 +1,592 @@
+/*
+ * The CPU profiler (cpu.h). Each thread gets its own timer on its own CPU
+ * clock (timer_create with SIGEV_THREAD_ID), so every thread is sampled in
+ * proportion to the CPU time it used: a process-wide setitimer can have
+ * only one SIGPROF pending and the kernel prefers the running thread, which
+ * skews multi-threaded profiles. Existing threads are found in
+ * /proc/self/task when the engine starts; new ones arm their timer in the
+ * pthread_create trampoline.
+ *
+ * The SIGPROF handler is async-signal-safe: it walks the stack from the
+ * ucontext, interns it, and adds (1 + overruns) samples to every active
+ * session's table, keyed by the thread id. It takes no lock, allocates
+ * nothing and preserves errno. Everything else here runs in normal context
+ * under engine_lock.
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capture/agg.h"
+#include "source/cpu.h"
+#include "base/env.h"
+#include "base/hmap.h"
+#include "base/lock.h"
+#include "base/mem.h"
+#include "encode/writer.h"
+#include "capture/stack.h"
+#include "capture/stacktab.h"
+#include "base/sys.h"
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+/* Distinct (stack, thread) pairs one session keeps; more are counted as
+ * lost samples. */
+#define SESSION_KEYS 32768
+/* Names of threads that exited during a session, kept for its labels. */
+#define EXITED_NAMES 1024
+
+struct cprof__cpu_session {
+  cprof__agg *agg;
+  int hz;
+  int64_t start_ns;
+  _Atomic uint64_t lost; /* samples the table had no room for */
+  atomic_bool follows_forks;
+};
+
+typedef struct thread_timer {
+  pid_t tid;
+  timer_t timer;
+} thread_timer;
+
+typedef struct exited_name {
+  pid_t tid;
+  char name[16];
+} exited_name;
+
+static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic(cprof__cpu_session *) sessions[CPROF__CPU_SESSIONS];
+static _Atomic int handlers_running;
+static _Atomic int engine_hz; /* 0 when idle */
+static int64_t period_ns;
+static thread_timer *timers; /* under engine_lock */
+static size_t ntimers, timers_cap;
+static exited_name exited[EXITED_NAMES];
+static size_t nexited;
+static bool handler_installed;
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
+
+/* Walks and records one sample; on its own frame (the stack buffer is
+ * most of a handler's stack use), entered only once the room is known. */
+__attribute__((noinline)) static void take_sample(const siginfo_t *si,
+                                                  void *uc) {
+  uintptr_t pcs[CPROF__STACK_BUF];
+  size_t n = cprof__stack_walk_ucontext(uc, pcs, CPROF__ARRAY_LEN(pcs));
+  cprof__stack_id sid = cprof__stacktab_intern(pcs, n);
+  int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
+  const int64_t vals[2] = {weight, weight * period_ns};
+  uint32_t tid = (uint32_t)current_tid();
+  for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
+    cprof__cpu_session *s = atomic_load(&sessions[i]);
+    if (s && !cprof__agg_add(s->agg, sid, tid, vals))
+      atomic_fetch_add(&s->lost, (uint64_t)weight);
+  }
+}
+
+/* A sample that cannot be taken (too little stack left) still counts, as a
+ * lost sample, so the profile's total stays true. */
+static void lose_sample(const siginfo_t *si) {
+  int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
+  for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
+    cprof__cpu_session *s = atomic_load(&sessions[i]);
+    if (s) atomic_fetch_add(&s->lost, (uint64_t)weight);
+  }
+}
+
+static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  int saved_errno = errno;
+  /* Only our own timers count: a leftover setitimer or a kill(SIGPROF)
+   * from elsewhere must not add samples. */
+  if (si->si_code != SI_TIMER || atomic_load(&engine_hz) == 0) goto out;
+  atomic_fetch_add(&handlers_running, 1);
+  /* The signal may land on a nearly exhausted stack (a thread recovering
+   * from an overflow) or a small alternate stack of the program's own: a
+   * sample is only taken with room for the deepest walk. */
+  if (cprof__stack_room() >= CPROF__HANDLER_STACK)
+    take_sample(si, uc);
+  else
+    lose_sample(si);
+  atomic_fetch_sub(&handlers_running, 1);
+out:
+  errno = saved_errno;
+}
+
+/* The clock of another thread, by tid: the kernel's
+ * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+static clockid_t thread_cpu_clock(pid_t tid) {
+  return (clockid_t)((~(unsigned)tid << 3) | 6);
+}
+
+static uint64_t random_u64(void) {
+  static _Atomic uint64_t state;
+  uint64_t x = atomic_fetch_add(&state, 0x9e3779b97f4a7c15ull) +
+               (uint64_t)cprof__mono_ns();
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/* Arms a timer for tid; engine_lock held. A thread that already exited is
+ * not an error. */
+static void arm_thread(pid_t tid) {
+  for (size_t i = 0; i < ntimers; i++)
+    if (timers[i].tid == tid) return;
+  if (ntimers == timers_cap) {
+    size_t cap = timers_cap ? timers_cap * 2 : 64;
+    thread_timer *t = cprof__realloc(timers, cap * sizeof *t);
+    if (!t) return;
+    timers = t;
+    timers_cap = cap;
+  }
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = SIGPROF;
+  sev.sigev_notify_thread_id = tid;
+  timer_t timer;
+  if (timer_create(thread_cpu_clock(tid), &sev, &timer) != 0) return;
+  /* A random first expiry in [1, period] ns, so threads that live shorter
+   * than a period are still sampled fairly and timers do not tick in step
+   * with periodic work. */
+  struct itimerspec its;
+  int64_t first = 1 + (int64_t)(random_u64() % (uint64_t)period_ns);
+  its.it_interval.tv_sec = period_ns / 1000000000;
+  its.it_interval.tv_nsec = period_ns % 1000000000;
+  its.it_value.tv_sec = first / 1000000000;
+  its.it_value.tv_nsec = first % 1000000000;
+  if (timer_settime(timer, 0, &its, NULL) != 0) {
+    timer_delete(timer);
+    return;
+  }
+  timers[ntimers++] = (thread_timer){tid, timer};
+}
+
+static void disarm_all(void) {
+  for (size_t i = 0; i < ntimers; i++) timer_delete(timers[i].timer);
+  ntimers = 0;
+}
+
+static void arm_existing_threads(void) {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) {
+    arm_thread(current_tid());
+    return;
+  }
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (*end == '\0' && tid > 0) arm_thread((pid_t)tid);
+  }
+  closedir(d);
+}
+
+/* A thread's name: from the names of threads that exited during the
+ * session, else from /proc, else "thread-TID". */
+static void thread_name(pid_t tid, const exited_name *gone, size_t ngone,
+                        char *out, size_t len) {
+  for (size_t i = 0; i < ngone; i++) {
+    if (gone[i].tid == tid) {
+      snprintf(out, len, "%s", gone[i].name);
+      return;
+    }
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    bool ok = fgets(out, (int)len, f) != NULL;
+    fclose(f);
+    if (ok) {
+      out[strcspn(out, "\n")] = '\0';
+      return;
+    }
+  }
+  snprintf(out, len, "thread-%d", (int)tid);
+}
+
+/* The application's own session, behind the public API. */
+static cprof__cpu_session *app_session;
+static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void child_after_fork(void) {
+  /* Timers do not survive fork, and the child has one thread. A session
+   * that follows forks (the dumps') carries on in the child from zero: its
+   * table is cleared, its window starts now, and the forking thread's
+   * timer is armed again. The others (the application's own, the
+   * endpoint's, the pusher's, whose consumers stay in the parent) are
+   * released; stopping one of them in the child is CPROF_EINVAL, and the
+   * child may start sessions of its own. No handler runs meanwhile: no
+   * timer of the child's is armed yet. */
+  bool kept = false;
+  int64_t now = cprof__now_ns();
+  for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
+    cprof__cpu_session *s = atomic_load(&sessions[i]);
+    if (!s) continue;
+    if (atomic_load(&s->follows_forks)) {
+      cprof__agg_clear(s->agg);
+      atomic_store(&s->lost, 0);
+      s->start_ns = now;
+      kept = true;
+    } else {
+      atomic_store(&sessions[i], NULL);
+      cprof__agg_free(s->agg);
+      cprof__free(s);
+    }
+  }
+  atomic_store(&handlers_running, 0);
+  ntimers = 0;
+  nexited = 0;
+  app_session = NULL;
+  pthread_mutex_init(&engine_lock, NULL);
+  pthread_mutex_init(&app_lock, NULL);
+  if (kept && atomic_load(&engine_hz) != 0)
+    arm_thread(current_tid());
+  else
+    atomic_store(&engine_hz, 0);
+}
+
+void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
+  if (s) atomic_store(&s->follows_forks, true);
+}
+
+static void install_atfork(void) {
+  pthread_atfork(NULL, NULL, child_after_fork);
+}
+
+/* Installs the handler unless the application owns SIGPROF. */
+static int install_handler(void) {
+  struct sigaction cur;
+  if (sigaction(SIGPROF, NULL, &cur) != 0) return CPROF_ESYS;
+  if (handler_installed && (cur.sa_flags & SA_SIGINFO) &&
+      cur.sa_sigaction == on_sigprof)
+    return 0;
+  bool is_default = !(cur.sa_flags & SA_SIGINFO) &&
+                    (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN);
+  if (!is_default) {
+    fprintf(stderr,
+            "cprof: CPU profiling disabled: the program has its own SIGPROF "
+            "handler\n");
+    return CPROF_ESYS;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_sigprof;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigfillset(&sa.sa_mask);
+  if (sigaction(SIGPROF, &sa, NULL) != 0) return CPROF_ESYS;
+  handler_installed = true;
+  return 0;
+}
+
+int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
+  if (hz == 0) hz = CPROF__CPU_DEFAULT_HZ;
+  if (hz < 1 || hz > CPROF__CPU_MAX_HZ || !out) return CPROF_EINVAL;
+  /* The unwind tables cover what is loaded when the profile starts. */
+  cprof__stack_refresh();
+  pthread_once(&atfork_once, install_atfork);
+  cprof__stacktab_init();
+  cprof__cpu_session *s = cprof__calloc(1, sizeof *s);
+  if (!s) return CPROF_ENOMEM;
+  s->agg = cprof__agg_new(2, SESSION_KEYS);
+  if (!s->agg) {
+    cprof__free(s);
+    return CPROF_ENOMEM;
+  }
+
+  int err = 0;
+  cprof__lock(&engine_lock);
+  int slot = -1;
+  for (int i = 0; i < CPROF__CPU_SESSIONS && slot < 0; i++)
+    if (!atomic_load(&sessions[i])) slot = i;
+  if (slot < 0) {
+    err = CPROF_EBUSY;
+  } else if (atomic_load(&engine_hz) == 0) {
+    err = install_handler();
+    if (!err) {
+      period_ns = 1000000000 / hz;
+      nexited = 0;
+      atomic_store(&engine_hz, hz);
+      arm_existing_threads();
+      if (ntimers == 0) {
+        atomic_store(&engine_hz, 0);
+        err = CPROF_ESYS;
+      }
+    }
+  }
+  if (!err) {
+    s->hz = atomic_load(&engine_hz);
+    s->start_ns = cprof__now_ns();
+    atomic_store(&sessions[slot], s);
+  }
+  cprof__unlock(&engine_lock);
+  if (err) {
+    cprof__agg_free(s->agg);
+    cprof__free(s);
+    return err;
+  }
+  *out = s;
+  return 0;
+}
+
+/* Waits until no handler can still hold a pointer to a removed session.
+ * Handlers take microseconds; a handler that interrupted this very thread
+ * finished before we got here. */
+static void quiesce_handlers(void) {
+  for (int spins = 0; atomic_load(&handlers_running) != 0; spins++) {
+    if (spins < 1000) {
+      sched_yield();
+    } else {
+      struct timespec ms = {0, 1000000};
+      nanosleep(&ms, NULL);
+    }
+  }
+}
+
+typedef struct write_ctx {
+  cprof__prof *prof;
+  const exited_name *gone; /* threads that exited, as the session ended */
+  size_t ngone;
+  cprof__hmap names; /* tid -> index + 1 into the name cache */
+  exited_name *cache;
+  size_t ncache;
+} write_ctx;
+
+static const char *cached_name(write_ctx *w, pid_t tid) {
+  uint64_t idx;
+  if (cprof__hmap_get(&w->names, (uint64_t)tid + 1, &idx))
+    return w->cache[idx].name;
+  exited_name *c = cprof__realloc(w->cache, (w->ncache + 1) * sizeof *c);
+  if (!c) return "";
+  w->cache = c;
+  c[w->ncache].tid = tid;
+  thread_name(tid, w->gone, w->ngone, c[w->ncache].name, sizeof c->name);
+  cprof__hmap_put(&w->names, (uint64_t)tid + 1, w->ncache);
+  return c[w->ncache++].name;
+}
+
+static void write_sample(cprof__stack_id sid, uint32_t tag,
+                         const int64_t *vals, void *ctx) {
+  write_ctx *w = ctx;
+  if (vals[0] == 0) return;
+  const uintptr_t *pcs;
+  size_t n = cprof__stacktab_get(sid, &pcs);
+  const cprof__pprof_label labels[2] = {
+      {.key = "thread", .str = cached_name(w, (pid_t)tag)},
+      {.key = "thread_id", .num = (int64_t)tag},
+  };
+  cprof__prof_sample(w->prof, pcs, n, vals, labels, 2);
+}
+
+static int write_session(cprof__cpu_session *s, const exited_name *gone,
+                         size_t ngone, int64_t end_ns,
+                         const cprof_sink *sink) {
+  static const cprof__value_type types[2] = {{"samples", "count"},
+                                             {"cpu", "nanoseconds"}};
+  const cprof__prof_desc d = {
+      .sample_types = types,
+      .nsample_types = 2,
+      .period_type = {"cpu", "nanoseconds"},
+      .period = 1000000000 / s->hz,
+      .time_nanos = s->start_ns,
+      .duration_nanos = end_ns - s->start_ns,
+  };
+  cprof__prof *p = cprof__prof_begin(&d, sink);
+  if (!p) return CPROF_ENOMEM;
+  cprof__prof_drop_comment(p, s->agg);
+  write_ctx w = {.prof = p, .gone = gone, .ngone = ngone};
+  cprof__agg_foreach(s->agg, write_sample, &w);
+  cprof__hmap_free(&w.names);
+  cprof__free(w.cache);
+  uint64_t lost = atomic_load(&s->lost);
+  if (lost) {
+    const uintptr_t pc = CPROF__PC_LOST;
+    const int64_t vals[2] = {(int64_t)lost,
+                             (int64_t)lost * (1000000000 / s->hz)};
+    cprof__prof_sample(p, &pc, 1, vals, NULL, 0);
+  }
+  return cprof__prof_end(p);
+}
+
+int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
+  if (!s) return CPROF_EINVAL;
+  int64_t end_ns = cprof__now_ns();
+  cprof__lock(&engine_lock);
+  bool found = false, others = false;
+  for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
+    cprof__cpu_session *cur = atomic_load(&sessions[i]);
+    if (cur == s) {
+      atomic_store(&sessions[i], NULL);
+      found = true;
+    } else if (cur) {
+      others = true;
+    }
+  }
+  if (found && !others) {
+    atomic_store(&engine_hz, 0);
+    disarm_all();
+  }
+  quiesce_handlers();
+  /* The profile is written outside the lock, so threads starting or
+   * exiting meanwhile are not held up by symbolization; the names of
+   * threads that already exited are copied for it. */
+  size_t ngone = nexited;
+  exited_name *gone = found && sink ? cprof__malloc(ngone * sizeof *gone + 1)
+                                    : NULL;
+  if (gone) memcpy(gone, exited, ngone * sizeof *gone);
+  cprof__unlock(&engine_lock);
+  if (!found) return CPROF_EINVAL;
+  int err = sink ? write_session(s, gone, gone ? ngone : 0, end_ns, sink) : 0;
+  cprof__free(gone);
+  cprof__agg_free(s->agg);
+  cprof__free(s);
+  return err;
+}
+
+int cprof__cpu_profile_for(int hz, int64_t ns, cprof__wait_fn wait,
+                           void *ctx, const cprof_sink *sink) {
+  cprof__cpu_session *s;
+  int err = cprof__cpu_session_start(hz, &s);
+  if (err) return err;
+  bool complete = wait(ctx, ns);
+  err = cprof__cpu_session_stop(s, complete ? sink : NULL);
+  return complete ? err : CPROF_ECANCELED;
+}
+
+int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
+
+void cprof__cpu_thread_started(void) {
+  if (atomic_load(&engine_hz) == 0) return;
+  cprof__lock(&engine_lock);
+  if (atomic_load(&engine_hz) != 0) arm_thread(current_tid());
+  cprof__unlock(&engine_lock);
+}
+
+void cprof__cpu_thread_exiting(void) {
+  if (atomic_load(&engine_hz) == 0) return;
+  pid_t tid = current_tid();
+  cprof__lock(&engine_lock);
+  for (size_t i = 0; i < ntimers; i++) {
+    if (timers[i].tid == tid) {
+      timer_delete(timers[i].timer);
+      timers[i] = timers[--ntimers];
+      break;
+    }
+  }
+  if (nexited < EXITED_NAMES) {
+    exited[nexited].tid = tid;
+    if (pthread_getname_np(pthread_self(), exited[nexited].name,
+                           sizeof exited[nexited].name) != 0)
+      snprintf(exited[nexited].name, sizeof exited[nexited].name,
+               "thread-%d", (int)tid);
+    nexited++;
+  }
+  cprof__unlock(&engine_lock);
+}
+
+int cprof_cpu_start(int hz) {
+  cprof__lock(&app_lock);
+  int err = app_session ? CPROF_EBUSY
+                        : cprof__cpu_session_start(hz, &app_session);
+  cprof__unlock(&app_lock);
+  return err;
+}
+
+int cprof_cpu_stop(const cprof_sink *sink) {
+  cprof__lock(&app_lock);
+  cprof__cpu_session *s = app_session;
+  app_session = NULL;
+  cprof__unlock(&app_lock);
+  if (!s) return CPROF_EINVAL;
+  return cprof__cpu_session_stop(s, sink);
+}
+
+bool cprof__cpu_is_own_handler(const struct sigaction *act) {
+  return act && (act->sa_flags & SA_SIGINFO) &&
+         act->sa_sigaction == on_sigprof;
+}
+
+void cprof__cpu_handler_replaced(void) {
+  cprof__lock(&engine_lock);
+  bool running = handler_installed && atomic_load(&engine_hz) != 0;
+  /* The next start checks the disposition again, and refuses. */
+  handler_installed = false;
+  if (running) {
+    atomic_store(&engine_hz, 0);
+    disarm_all();
+  }
+  cprof__unlock(&engine_lock);
+  if (running)
+    cprof__warn("CPU profiling stopped: the program installed its own "
+                "SIGPROF handler");
+}
+
+/*
+ * The sigaction and signal interposers: a program that installs its own
+ * SIGPROF handler while cprof's CPU timers run (its own profiler, started
+ * after cprof's) would otherwise receive cprof's timer signals, about 500
+ * a second at 1000 Hz. They stop the timers first (above), then install
+ * the program's handler unchanged; every other call passes straight
+ * through to the next definition (libc's, or a sanitizer's). They live in
+ * this file, not one of their own, so that a static link always includes
+ * them: a file holding only them would be left out whenever a sanitizer's
+ * runtime, linked first, already defines sigaction.
+ */
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef __sighandler_t (*signal_fn)(int, __sighandler_t);
+
+static _Atomic(sigaction_fn) real_sigaction;
+static _Atomic(signal_fn) real_signal;
+
+static bool takes_sigprof(int sig, bool installs, bool own) {
+  return sig == SIGPROF && installs && !own && !cprof__guarded();
+}
+
+CPROF_EXPORT int sigaction(int sig, const struct sigaction *act,
+                           struct sigaction *old) {
+  sigaction_fn fn = atomic_load_explicit(&real_sigaction, memory_order_acquire);
+  if (!fn) {
+    fn = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+    if (!fn) {
+      errno = ENOSYS;
+      return -1;
+    }
+    atomic_store_explicit(&real_sigaction, fn, memory_order_release);
+  }
+  if (takes_sigprof(sig, act != NULL, cprof__cpu_is_own_handler(act)))
+    cprof__cpu_handler_replaced();
+  return fn(sig, act, old);
+}
+
+CPROF_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
+  signal_fn fn = atomic_load_explicit(&real_signal, memory_order_acquire);
+  if (!fn) {
+    fn = (signal_fn)dlsym(RTLD_NEXT, "signal");
+    if (!fn) {
+      errno = ENOSYS;
+      return SIG_ERR;
+    }
+    atomic_store_explicit(&real_signal, fn, memory_order_release);
+  }
+  if (takes_sigprof(sig, handler != SIG_DFL && handler != SIG_IGN &&
+                             handler != SIG_ERR,
+                    false))
+    cprof__cpu_handler_replaced();
+  return fn(sig, handler);
+}

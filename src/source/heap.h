@@ -1,0 +1,94 @@
+/*
+ * The heap sampler: the malloc family (which C++ operator new and delete
+ * reach through libstdc++) interposed over whatever allocator lies underneath, a per-thread byte
+ * countdown that samples allocations as a Poisson process over allocated
+ * bytes (Go's runtime/mprof.go maths), and the `heap` and `allocs` profiles
+ * built from the samples.
+ *
+ * The pieces below the profiles are exposed so the unit tests can check the
+ * sampling maths on their own.
+ */
+#ifndef CPROF_HEAP_H
+#define CPROF_HEAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "profile/registry.h"
+
+#define CPROF__HEAP_DEFAULT_RATE 524288
+/* From this rate up, sampled blocks are placed on page boundaries, where
+ * free() recognises them by their address alone (heap.c). */
+#define CPROF__HEAP_ALIGN_MIN_RATE 65536
+
+CPROF__HIDDEN extern const cprof__profile_def cprof__heap_profile;
+CPROF__HIDDEN extern const cprof__profile_def cprof__allocs_profile;
+
+/* Prepares the tables, reads CPROF_HEAP_RATE and registers the fork
+ * handlers; idempotent and thread-safe. Normal context only. */
+CPROF__HIDDEN void cprof__heap_init(void);
+
+/* One thread's sampling state: bytes left before the next sample, and the
+ * state of its random generator (0 until the thread's first draw). */
+typedef struct cprof__heap_sampler {
+  uint64_t countdown;
+  uint64_t rng;
+} cprof__heap_sampler;
+
+/* Park and unpark the calling thread's countdown, for the guard (mem.c)
+ * as a thread enters and leaves profiler code: parked, the countdown reads
+ * 0, so every allocation takes malloc's slow path, which neither samples
+ * nor charges it; unparking restores it untouched. Signal-safe. */
+CPROF__HIDDEN void cprof__heap_park(void);
+CPROF__HIDDEN void cprof__heap_unpark(void);
+
+/* Accounting an allocation of n bytes is, on the common path,
+ *   if (n < s->countdown) s->countdown -= n;
+ * and when that fails (the countdown ran out, or the sampler has never
+ * drawn), this: it draws the next countdown and returns whether the
+ * allocation is sampled. rate 0 never samples; rate 1 samples every
+ * allocation. */
+CPROF__HIDDEN bool cprof__heap_sampler_expired(cprof__heap_sampler *s,
+                                               uint64_t rate, size_t n);
+
+/* An exponentially distributed interval with mean rate bytes, rounded up
+ * (at least 1). Advances *rng, which must be nonzero. */
+CPROF__HIDDEN uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate);
+
+/* Go's unsampling of one (count, bytes) pair sampled at rate:
+ * scale = 1 / (1 - exp(-avg / rate)) with avg = bytes / count; rate <= 1
+ * leaves the values as they are. */
+CPROF__HIDDEN void cprof__heap_unsample(int64_t count, int64_t bytes,
+                                        int64_t rate, int64_t *out_count,
+                                        int64_t *out_bytes);
+
+/* The size class a sampled object is recorded under (the profile's tag and
+ * its `bytes` label): requests up to 16 bytes round up to a multiple of 8,
+ * larger ones to a multiple of a quarter of their power of two (100 -> 112,
+ * 4096 -> 4096), saturating at UINT32_MAX. */
+CPROF__HIDDEN uint32_t cprof__heap_size_class(size_t n);
+
+/* ln(x) and exp(x) without libm (cprof does not link it), accurate to a
+ * few units in the last place over the ranges the sampler uses. */
+CPROF__HIDDEN double cprof__heap_ln(double x);
+CPROF__HIDDEN double cprof__heap_exp(double x);
+
+/* How many sampled objects are live and tracked for their free, and how
+ * many sampled objects could not be tracked (the live table was full). */
+CPROF__HIDDEN uint64_t cprof__heap_live_sampled(void);
+CPROF__HIDDEN uint64_t cprof__heap_untracked(void);
+/* Hands back what the calling thread keeps for its next sample (a page of
+ * the region); for a thread's exit. */
+CPROF__HIDDEN void cprof__heap_thread_exit(void);
+/* How many pages of the region have ever been handed out (the free ones
+ * included): its high-water mark. */
+CPROF__HIDDEN uint64_t cprof__heap_region_pages(void);
+
+/* How many live sampled blocks are tracked off a page boundary (while any
+ * are, every free() takes the slow path). */
+CPROF__HIDDEN uint64_t cprof__heap_unaligned_live(void);
+/* The calling thread's countdown as malloc sees it (0 while parked). */
+CPROF__HIDDEN uint64_t cprof__heap_thread_countdown(void);
+
+#endif

@@ -1,0 +1,169 @@
+/*
+ * The pthread_create interposer and the threadcreate profile (threads.h).
+ * The exported pthread_create shadows libc's both when the library is
+ * linked (-lcprof puts it ahead of libc) and when it is preloaded; it calls
+ * the next definition found by dlsym(RTLD_NEXT), so an allocator's or a
+ * sanitizer's own interposer still runs. It records the creating stack,
+ * counts it, and starts the thread in a trampoline. Normal context only; if
+ * anything of cprof's fails, the thread is still created exactly as the
+ * application asked.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+
+#include "capture/agg.h"
+#include "source/cpu.h"
+#include "source/heap.h"
+#include "base/mem.h"
+#include "encode/writer.h"
+#include "capture/stack.h"
+#include "capture/stacktab.h"
+#include "source/threads.h"
+
+typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
+                                 void *(*)(void *), void *);
+
+static _Atomic(pthread_create_fn) real_create;
+static cprof__agg *creations; /* threadcreate: count per creating stack */
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+/* Distinct creating stacks kept; more are counted as drops. */
+#define THREADCREATE_STACKS 4096
+
+static void init_once_fn(void) {
+  cprof__stacktab_init();
+  /* For the tail-call frames (profile.c). */
+  static const uintptr_t mine[] = {(uintptr_t)pthread_create};
+  cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
+  creations = cprof__agg_new(1, THREADCREATE_STACKS);
+  atomic_store(&real_create,
+               (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create"));
+}
+
+void cprof__threads_init(void) { pthread_once(&init_once, init_once_fn); }
+
+typedef struct thread_start {
+  void *(*fn)(void *);
+  void *arg;
+  bool cprof_thread; /* created by cprof's own code: guarded for life */
+} thread_start;
+
+static void thread_exiting(void *arg) {
+  const thread_start *start = arg;
+  cprof__guard_enter();
+  cprof__cpu_thread_exiting();
+  cprof__heap_thread_exit();
+  cprof__stack_unregister_thread();
+  cprof__guard_exit();
+  if (start->cprof_thread) cprof__guard_exit();
+}
+
+static void *cprof__thread_main(void *p) {
+  thread_start start = *(thread_start *)p;
+  cprof__free(p);
+  /* A thread created by cprof's own code (the HTTP server's connection
+   * threads, through libmicrohttpd) is cprof's: it is not profiled. */
+  if (start.cprof_thread) cprof__guard_enter();
+  cprof__guard_enter();
+  cprof__stack_register_thread();
+  cprof__cpu_thread_started();
+  cprof__guard_exit();
+  void *ret;
+  pthread_cleanup_push(thread_exiting, &start);
+  ret = start.fn(start.arg);
+  pthread_cleanup_pop(1);
+  return ret;
+}
+
+uintptr_t cprof__threads_start_function(void) {
+  return (uintptr_t)cprof__thread_main;
+}
+
+CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
+                                void *(*fn)(void *), void *arg) {
+  int saved_errno = errno;
+  cprof__threads_init();
+  pthread_create_fn real = atomic_load(&real_create);
+  if (!real) return EAGAIN;
+
+  uintptr_t pcs[CPROF__STACK_BUF];
+  cprof__stack_refresh_try();
+  size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 1);
+
+  bool cprof_thread = cprof__guarded();
+  thread_start *start = cprof__malloc(sizeof *start);
+  int rc;
+  if (start) {
+    *start = (thread_start){fn, arg, cprof_thread};
+    rc = real(thread, attr, cprof__thread_main, start);
+    if (rc != 0) cprof__free(start);
+  } else {
+    rc = real(thread, attr, fn, arg);
+  }
+  if (rc == 0 && creations && !cprof_thread) {
+    const int64_t one = 1;
+    cprof__agg_add(creations, cprof__stacktab_intern(pcs, n), 0, &one);
+  }
+  errno = saved_errno;
+  return rc;
+}
+
+static void *spawned_main(void *p) {
+  thread_start start = *(thread_start *)p;
+  cprof__free(p);
+  cprof__guard_enter();
+  cprof__stack_register_thread();
+  return start.fn(start.arg);
+}
+
+int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
+                        const char *name) {
+  cprof__threads_init();
+  pthread_create_fn real = atomic_load(&real_create);
+  if (!real) return EAGAIN;
+  thread_start *start = cprof__malloc(sizeof *start);
+  if (!start) return ENOMEM;
+  *start = (thread_start){fn, arg, true};
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = real(thread, NULL, spawned_main, start);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) cprof__free(start);
+  if (rc == 0 && name) pthread_setname_np(*thread, name);
+  return rc;
+}
+
+static int threadcreate_collect(cprof__records *out) {
+  cprof__threads_init();
+  if (!creations) return CPROF_ENOMEM;
+  return cprof__records_from_agg(out, creations);
+}
+
+static long threadcreate_entries(void) {
+  cprof__records recs = {0};
+  long total = 0;
+  if (threadcreate_collect(&recs) == 0)
+    for (size_t i = 0; i < recs.len; i++) total += (long)recs.v[i].v[0];
+  cprof__records_free(&recs);
+  return total;
+}
+
+static int threadcreate_write(const cprof__records *recs, int debug,
+                              int64_t duration_ns, const cprof_sink *sink) {
+  return cprof__write_count_profile("threadcreate", recs, debug, duration_ns,
+                                    sink);
+}
+
+const cprof__profile_def cprof__threadcreate_profile = {
+    .name = "threadcreate",
+    .description = "Stack traces that led to the creation of new OS threads",
+    .supports_delta = true,
+    .entries = threadcreate_entries,
+    .collect = threadcreate_collect,
+    .write = threadcreate_write,
+};

@@ -1,0 +1,34 @@
+/*
+ * Threads: the pthread_create interposer that every thread-aware source
+ * builds on, and the threadcreate profile it feeds. A thread created through
+ * pthread_create starts in a cprof trampoline that registers its stack
+ * bounds (for the frame walker) before running the application's function,
+ * and unregisters them when it exits, however it exits.
+ */
+#ifndef CPROF_THREADS_H
+#define CPROF_THREADS_H
+
+#include <pthread.h>
+
+#include "profile/registry.h"
+
+CPROF__HIDDEN extern const cprof__profile_def cprof__threadcreate_profile;
+
+/* The address of the trampoline every thread created through cprof starts
+ * in, so encoders can end stacks there. */
+CPROF__HIDDEN uintptr_t cprof__threads_start_function(void);
+
+/* Starts one of cprof's own threads: created directly (not counted in
+ * threadcreate), named name, with every signal blocked so that no signal
+ * meant for the application is ever handled on it, and marked as profiler
+ * code for its whole life (cprof__guarded). Threads that cprof's code
+ * creates through pthread_create (libmicrohttpd's, while cprof is guarded)
+ * are marked the same way and not counted either. Returns 0 or an errno
+ * value. Normal context. */
+CPROF__HIDDEN int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *),
+                                      void *arg, const char *name);
+
+/* Prepares the module; idempotent and thread-safe. Not signal-safe. */
+CPROF__HIDDEN void cprof__threads_init(void);
+
+#endif

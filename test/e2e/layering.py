@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""The layering rules of src/ (docs/design.md), checked on the built objects
+and on the sources.
+
+  layering.py OBJDIR SRCDIR
+
+OBJDIR holds the library's objects as CMake leaves them
+(CMakeFiles/cprof_objects.dir/src), SRCDIR is the source tree's src/.
+
+Checks, each failing with the offending edge named:
+  1. every source file sits in a layer folder (or is src/init.c), and every
+     layer folder holds at least one file;
+  2. no object uses a symbol defined by an object of a higher layer (nm:
+     undefined symbols of each object against defined ones of all others);
+  3. no file includes a header of a higher layer, and every include of a
+     cprof header names its layer ("base/mem.h", not "mem.h");
+  4. only source/*_interpose.c objects define or call the libc names cprof
+     interposes (malloc family, the pthread and semaphore waits,
+     pthread_create): everything else reaches them through base/real.h.
+Prints one line per check that passed; exits 1 with every violation listed.
+"""
+import os
+import re
+import subprocess
+import sys
+
+LAYERS = ["base", "capture", "source", "encode", "profile", "sink"]
+TOP = len(LAYERS)  # src/init.c
+INTERPOSED = re.compile(
+    r"^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|"
+    r"memalign|valloc|pvalloc|malloc_usable_size|"
+    r"_Zn[wa]m.*|_Zd[la]Pv.*|"
+    r"pthread_create|pthread_join|pthread_tryjoin_np|pthread_timedjoin_np|"
+    r"pthread_mutex_(lock|trylock|timedlock|clocklock|unlock)|"
+    r"pthread_rwlock_(rd|wr|tryrd|trywr|timedrd|timedwr|clockrd|clockwr|un)lock|"
+    r"pthread_cond_(wait|timedwait|clockwait)|"
+    r"sem_(wait|trywait|timedwait|clockwait)|pthread_barrier_wait)$")
+
+
+def rank_of(rel):
+    """rel: a path under src/ ('base/mem.c'); its layer's rank, or None."""
+    parts = rel.split("/")
+    if len(parts) == 1:
+        return TOP if parts[0] == "init.c" else None
+    return LAYERS.index(parts[0]) if parts[0] in LAYERS else None
+
+
+def nm(path, undefined):
+    args = ["nm", "-u" if undefined else "--defined-only", path]
+    out = subprocess.run(args, capture_output=True, text=True, check=True).stdout
+    syms = set()
+    for line in out.splitlines():
+        f = line.split()
+        if not f:
+            continue
+        if undefined:
+            syms.add(f[-1])
+        elif len(f) >= 3 and f[1] in "TDBRVWGS":  # global definitions only
+            syms.add(f[2])
+    return syms
+
+
+def main():
+    objdir, srcdir = sys.argv[1], sys.argv[2]
+    errors = []
+    passed = []
+
+    # 1. Every file in a layer.
+    sources = []
+    for root, _, files in os.walk(srcdir):
+        for f in files:
+            if not f.endswith((".c", ".h")):
+                continue
+            rel = os.path.relpath(os.path.join(root, f), srcdir)
+            if rank_of(rel) is None:
+                errors.append(f"{rel}: not in a layer folder ({', '.join(LAYERS)})")
+            sources.append(rel)
+    for layer in LAYERS:
+        if not any(s.startswith(layer + "/") for s in sources):
+            errors.append(f"src/{layer}/ is empty")
+    passed.append(f"{len(sources)} files, each in one of {len(LAYERS)} layers")
+
+    # 2. Symbol edges.
+    objs = {}
+    for root, _, files in os.walk(objdir):
+        for f in files:
+            if f.endswith(".c.o"):
+                rel = os.path.relpath(os.path.join(root, f), objdir)[:-2]
+                objs[rel] = os.path.join(root, f)
+    if len(objs) < 20:
+        errors.append(f"only {len(objs)} objects under {objdir}")
+    defined, undefined = {}, {}
+    for rel, path in objs.items():
+        undefined[rel] = nm(path, True)
+        for s in nm(path, False):
+            defined.setdefault(s, rel)
+    edges = 0
+    for rel, syms in sorted(undefined.items()):
+        r = rank_of(rel)
+        if r is None:
+            errors.append(f"{rel}: object outside every layer")
+            continue
+        for s in sorted(syms):
+            d = defined.get(s)
+            if d is None or d == rel:
+                continue
+            edges += 1
+            if rank_of(d) > r:
+                errors.append(f"upward call: {rel} uses {s} from {d}")
+    passed.append(f"{edges} symbol edges between {len(objs)} objects, none upward")
+
+    # 3. Include edges.
+    inc = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+    includes = 0
+    for rel in sources:
+        with open(os.path.join(srcdir, rel)) as fh:
+            text = fh.read()
+        r = rank_of(rel)
+        for h in inc.findall(text):
+            if h in ("cprof.h", "cprof_ui_page.h"):
+                continue
+            includes += 1
+            hr = rank_of(h)
+            if hr is None or not os.path.exists(os.path.join(srcdir, h)):
+                errors.append(f"{rel} includes \"{h}\": not a layer-qualified cprof header")
+            elif hr > r:
+                errors.append(f"upward include: {rel} includes {h}")
+    passed.append(f"{includes} includes, none upward")
+
+    # 4. Interposed names only in the interposers.
+    def may(rel):
+        return rel.startswith("source/") and rel.endswith("_interpose.c")
+    for rel in sorted(objs):
+        if may(rel):
+            continue
+        bad = sorted(s for s in undefined[rel] if INTERPOSED.match(s))
+        if bad:
+            errors.append(f"{rel} calls interposed names: {' '.join(bad)}")
+        bad = sorted(s for s, d in defined.items() if d == rel and INTERPOSED.match(s))
+        if bad:
+            errors.append(f"{rel} defines interposed names: {' '.join(bad)}")
+    passed.append("interposed libc names only in source/*_interpose.c")
+
+    if errors:
+        for e in errors:
+            print("layering:", e, file=sys.stderr)
+        sys.exit(1)
+    for p in passed:
+        print("ok:", p)
+
+
+if __name__ == "__main__":
+    main()
