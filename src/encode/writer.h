@@ -22,7 +22,7 @@
 #include "capture/agg.h"
 #include "base/internal.h"
 #include "encode/pprof.h"
-#include "profile/registry.h"
+#include "capture/records.h"
 #include "encode/symbolize.h"
 
 typedef struct cprof__value_type {
@@ -112,13 +112,5 @@ CPROF__HIDDEN int cprof__write_count_profile(const char *name,
                                              int debug, int64_t duration_ns,
                                              const cprof_sink *sink);
 
-/* Registers interposers' addresses (as a program's calls reach them) for
- * the tail-call frames: the modules that define interposers call it once
- * when they start. Thread-safe; at most 64 in all. */
-CPROF__HIDDEN void cprof__interposers_register(const uintptr_t *addrs,
-                                               size_t n);
-
-/* True when addr is a registered interposer. */
-CPROF__HIDDEN bool cprof__is_interposer(uint64_t addr);
 
 #endif

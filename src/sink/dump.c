@@ -72,7 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "source/cpu.h"
+#include "profile/cpu.h"
 #include "sink/dump.h"
 #include "sink/dumpspec.h"
 #include "base/env.h"

@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "source/cpu.h"
+#include "profile/cpu.h"
 #include "sink/http.h"
 #include "base/mem.h"
 #include "sink/query.h"

@@ -11,8 +11,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "profile/contention.h"
 #include "source/contention.h"
-#include "source/cpu.h"
+#include "profile/cpu.h"
 #include "sink/dump.h"
 #include "base/mem.h"
 #include "sink/profilez.h"

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "source/contention.h"
-#include "source/cpu.h"
+#include "profile/cpu.h"
 #include "sink/dump.h"
 #include "base/dynload.h"
 #include "base/env.h"

@@ -20,13 +20,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "profile/registry.h"
+#include "capture/agg.h"
 
 /* Records count contentions in units of 1/CPROF__CONTENTION_UNIT. */
 #define CPROF__CONTENTION_UNIT 1000
 
-CPROF__HIDDEN extern const cprof__profile_def cprof__block_profile;
-CPROF__HIDDEN extern const cprof__profile_def cprof__mutex_profile;
 
 /* Whether each profile is recording. Thread-safe and signal-safe. */
 CPROF__HIDDEN bool cprof__mutex_profile_enabled(void);
@@ -41,5 +39,10 @@ CPROF__HIDDEN void cprof__contention_env_init(void);
  * (in 1/CPROF__CONTENTION_UNIT) and delay to add. Pure; a test seam. */
 CPROF__HIDDEN bool cprof__block_weigh(int64_t d, int64_t rate, uint64_t rnd,
                                       int64_t *count, int64_t *delay);
+
+/* For the profiles: the aggregation table of mutex (true) or block events,
+ * NULL until the profile was first turned on; the mutex fraction. */
+CPROF__HIDDEN cprof__agg *cprof__contention_agg(bool mutex);
+CPROF__HIDDEN int cprof__mutex_fraction(void);
 
 #endif

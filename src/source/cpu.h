@@ -1,7 +1,8 @@
 /*
  * The CPU profiler: per-thread CPU-time timers delivering SIGPROF to the
  * thread that used the time, a signal handler that walks and aggregates the
- * interrupted stack, and sessions that turn the aggregate into a profile.
+ * interrupted stack, and sessions, each with its own aggregate, which the
+ * CPU profile (profile/cpu.c) turns into pprof.
  *
  * One sampling engine serves up to CPROF__CPU_SESSIONS independent sessions
  * (the application's own cprof_cpu_start, the HTTP endpoint, a dump, the
@@ -14,7 +15,11 @@
 #define CPROF_CPU_H
 
 #include "base/internal.h"
-#include "profile/registry.h"
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capture/agg.h"
 
 #define CPROF__CPU_SESSIONS 4
 #define CPROF__CPU_DEFAULT_HZ 100
@@ -34,17 +39,30 @@ CPROF__HIDDEN int cprof__cpu_session_start(int hz, cprof__cpu_session **out);
  * Other sessions are released in a child. Thread-safe. */
 CPROF__HIDDEN void cprof__cpu_session_follow_forks(cprof__cpu_session *s);
 
-/* Ends a session and writes its profile (pprof, gzipped) to sink, or only
- * discards it when sink is NULL. Returns 0 or a negative cprof_err. */
-CPROF__HIDDEN int cprof__cpu_session_stop(cprof__cpu_session *s,
-                                          const cprof_sink *sink);
+/* A thread's name, as kept for threads that exited during a session. */
+typedef struct cprof__cpu_thread_name {
+  pid_t tid;
+  char name[16];
+} cprof__cpu_thread_name;
 
-/* A CPU profile over one window: starts a session at hz, waits ns with
- * wait, and writes the profile to sink. Returns 0; CPROF_ECANCELED when the
- * wait was cut short (nothing written); or the session's errors. */
-CPROF__HIDDEN int cprof__cpu_profile_for(int hz, int64_t ns,
-                                         cprof__wait_fn wait, void *ctx,
-                                         const cprof_sink *sink);
+/* What a session measured: samples per (stack, tid) with values
+ * {count, cpu ns}, its window, the samples it had no room for, and the
+ * names of threads that exited while it ran. */
+typedef struct cprof__cpu_window {
+  cprof__agg *agg;
+  int hz;
+  int64_t start_ns, end_ns;
+  uint64_t lost;
+  cprof__cpu_thread_name *gone;
+  size_t ngone;
+} cprof__cpu_window;
+
+/* Ends a session. With keep, hands what it measured to *out (free it with
+ * cprof__cpu_window_free); otherwise discards it. Returns 0 or
+ * CPROF_EINVAL for a session that is not running. */
+CPROF__HIDDEN int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
+                                         cprof__cpu_window *out);
+CPROF__HIDDEN void cprof__cpu_window_free(cprof__cpu_window *w);
 
 /* The rate the engine samples at now, 0 when it is idle. */
 CPROF__HIDDEN int cprof__cpu_engine_hz(void);

@@ -32,7 +32,6 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
-#include "encode/writer.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "base/sys.h"
@@ -60,10 +59,7 @@ typedef struct thread_timer {
   timer_t timer;
 } thread_timer;
 
-typedef struct exited_name {
-  pid_t tid;
-  char name[16];
-} exited_name;
+typedef cprof__cpu_thread_name exited_name;
 
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(cprof__cpu_session *) sessions[CPROF__CPU_SESSIONS];
@@ -197,34 +193,6 @@ static void arm_existing_threads(void) {
   closedir(d);
 }
 
-/* A thread's name: from the names of threads that exited during the
- * session, else from /proc, else "thread-TID". */
-static void thread_name(pid_t tid, const exited_name *gone, size_t ngone,
-                        char *out, size_t len) {
-  for (size_t i = 0; i < ngone; i++) {
-    if (gone[i].tid == tid) {
-      snprintf(out, len, "%s", gone[i].name);
-      return;
-    }
-  }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-  FILE *f = fopen(path, "re");
-  if (f) {
-    bool ok = fgets(out, (int)len, f) != NULL;
-    fclose(f);
-    if (ok) {
-      out[strcspn(out, "\n")] = '\0';
-      return;
-    }
-  }
-  snprintf(out, len, "thread-%d", (int)tid);
-}
-
-/* The application's own session, behind the public API. */
-static cprof__cpu_session *app_session;
-static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
-
 static void child_after_fork(void) {
   /* Timers do not survive fork, and the child has one thread. A session
    * that follows forks (the dumps') carries on in the child from zero: its
@@ -253,9 +221,7 @@ static void child_after_fork(void) {
   atomic_store(&handlers_running, 0);
   ntimers = 0;
   nexited = 0;
-  app_session = NULL;
   pthread_mutex_init(&engine_lock, NULL);
-  pthread_mutex_init(&app_lock, NULL);
   if (kept && atomic_load(&engine_hz) != 0)
     arm_thread(current_tid());
   else
@@ -359,72 +325,8 @@ static void quiesce_handlers(void) {
   }
 }
 
-typedef struct write_ctx {
-  cprof__prof *prof;
-  const exited_name *gone; /* threads that exited, as the session ended */
-  size_t ngone;
-  cprof__hmap names; /* tid -> index + 1 into the name cache */
-  exited_name *cache;
-  size_t ncache;
-} write_ctx;
-
-static const char *cached_name(write_ctx *w, pid_t tid) {
-  uint64_t idx;
-  if (cprof__hmap_get(&w->names, (uint64_t)tid + 1, &idx))
-    return w->cache[idx].name;
-  exited_name *c = cprof__realloc(w->cache, (w->ncache + 1) * sizeof *c);
-  if (!c) return "";
-  w->cache = c;
-  c[w->ncache].tid = tid;
-  thread_name(tid, w->gone, w->ngone, c[w->ncache].name, sizeof c->name);
-  cprof__hmap_put(&w->names, (uint64_t)tid + 1, w->ncache);
-  return c[w->ncache++].name;
-}
-
-static void write_sample(cprof__stack_id sid, uint32_t tag,
-                         const int64_t *vals, void *ctx) {
-  write_ctx *w = ctx;
-  if (vals[0] == 0) return;
-  const uintptr_t *pcs;
-  size_t n = cprof__stacktab_get(sid, &pcs);
-  const cprof__pprof_label labels[2] = {
-      {.key = "thread", .str = cached_name(w, (pid_t)tag)},
-      {.key = "thread_id", .num = (int64_t)tag},
-  };
-  cprof__prof_sample(w->prof, pcs, n, vals, labels, 2);
-}
-
-static int write_session(cprof__cpu_session *s, const exited_name *gone,
-                         size_t ngone, int64_t end_ns,
-                         const cprof_sink *sink) {
-  static const cprof__value_type types[2] = {{"samples", "count"},
-                                             {"cpu", "nanoseconds"}};
-  const cprof__prof_desc d = {
-      .sample_types = types,
-      .nsample_types = 2,
-      .period_type = {"cpu", "nanoseconds"},
-      .period = 1000000000 / s->hz,
-      .time_nanos = s->start_ns,
-      .duration_nanos = end_ns - s->start_ns,
-  };
-  cprof__prof *p = cprof__prof_begin(&d, sink);
-  if (!p) return CPROF_ENOMEM;
-  cprof__prof_drop_comment(p, s->agg);
-  write_ctx w = {.prof = p, .gone = gone, .ngone = ngone};
-  cprof__agg_foreach(s->agg, write_sample, &w);
-  cprof__hmap_free(&w.names);
-  cprof__free(w.cache);
-  uint64_t lost = atomic_load(&s->lost);
-  if (lost) {
-    const uintptr_t pc = CPROF__PC_LOST;
-    const int64_t vals[2] = {(int64_t)lost,
-                             (int64_t)lost * (1000000000 / s->hz)};
-    cprof__prof_sample(p, &pc, 1, vals, NULL, 0);
-  }
-  return cprof__prof_end(p);
-}
-
-int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
+int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
+                           cprof__cpu_window *out) {
   if (!s) return CPROF_EINVAL;
   int64_t end_ns = cprof__now_ns();
   cprof__lock(&engine_lock);
@@ -447,27 +349,36 @@ int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
    * exiting meanwhile are not held up by symbolization; the names of
    * threads that already exited are copied for it. */
   size_t ngone = nexited;
-  exited_name *gone = found && sink ? cprof__malloc(ngone * sizeof *gone + 1)
+  exited_name *gone = found && keep ? cprof__malloc(ngone * sizeof *gone + 1)
                                     : NULL;
   if (gone) memcpy(gone, exited, ngone * sizeof *gone);
   cprof__unlock(&engine_lock);
   if (!found) return CPROF_EINVAL;
-  int err = sink ? write_session(s, gone, gone ? ngone : 0, end_ns, sink) : 0;
-  cprof__free(gone);
-  cprof__agg_free(s->agg);
+  if (!keep) {
+    cprof__agg_free(s->agg);
+    cprof__free(s);
+    return 0;
+  }
+  *out = (cprof__cpu_window){
+      .agg = s->agg,
+      .hz = s->hz,
+      .start_ns = s->start_ns,
+      .end_ns = end_ns,
+      .lost = atomic_load(&s->lost),
+      .gone = gone,
+      .ngone = gone ? ngone : 0,
+  };
   cprof__free(s);
-  return err;
+  return 0;
 }
 
-int cprof__cpu_profile_for(int hz, int64_t ns, cprof__wait_fn wait,
-                           void *ctx, const cprof_sink *sink) {
-  cprof__cpu_session *s;
-  int err = cprof__cpu_session_start(hz, &s);
-  if (err) return err;
-  bool complete = wait(ctx, ns);
-  err = cprof__cpu_session_stop(s, complete ? sink : NULL);
-  return complete ? err : CPROF_ECANCELED;
+void cprof__cpu_window_free(cprof__cpu_window *w) {
+  cprof__agg_free(w->agg);
+  cprof__free(w->gone);
+  memset(w, 0, sizeof *w);
 }
+
+
 
 int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 
@@ -498,23 +409,6 @@ void cprof__cpu_thread_exiting(void) {
     nexited++;
   }
   cprof__unlock(&engine_lock);
-}
-
-int cprof_cpu_start(int hz) {
-  cprof__lock(&app_lock);
-  int err = app_session ? CPROF_EBUSY
-                        : cprof__cpu_session_start(hz, &app_session);
-  cprof__unlock(&app_lock);
-  return err;
-}
-
-int cprof_cpu_stop(const cprof_sink *sink) {
-  cprof__lock(&app_lock);
-  cprof__cpu_session *s = app_session;
-  app_session = NULL;
-  cprof__unlock(&app_lock);
-  if (!s) return CPROF_EINVAL;
-  return cprof__cpu_session_stop(s, sink);
 }
 
 bool cprof__cpu_is_own_handler(const struct sigaction *act) {

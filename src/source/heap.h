@@ -2,8 +2,9 @@
  * The heap sampler: the malloc family (which C++ operator new and delete
  * reach through libstdc++) interposed over whatever allocator lies underneath, a per-thread byte
  * countdown that samples allocations as a Poisson process over allocated
- * bytes (Go's runtime/mprof.go maths), and the `heap` and `allocs` profiles
- * built from the samples.
+ * bytes (Go's runtime/mprof.go maths), and the live set of sampled blocks.
+ * The `heap` and `allocs` profiles (profile/heap.c) read them through the
+ * accessors at the end.
  *
  * The pieces below the profiles are exposed so the unit tests can check the
  * sampling maths on their own.
@@ -15,15 +16,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "profile/registry.h"
+#include "capture/agg.h"
 
 #define CPROF__HEAP_DEFAULT_RATE 524288
 /* From this rate up, sampled blocks are placed on page boundaries, where
  * free() recognises them by their address alone (heap.c). */
 #define CPROF__HEAP_ALIGN_MIN_RATE 65536
-
-CPROF__HIDDEN extern const cprof__profile_def cprof__heap_profile;
-CPROF__HIDDEN extern const cprof__profile_def cprof__allocs_profile;
 
 /* Prepares the tables, reads CPROF_HEAP_RATE and registers the fork
  * handlers; idempotent and thread-safe. Normal context only. */
@@ -90,5 +88,17 @@ CPROF__HIDDEN uint64_t cprof__heap_region_pages(void);
 CPROF__HIDDEN uint64_t cprof__heap_unaligned_live(void);
 /* The calling thread's countdown as malloc sees it (0 while parked). */
 CPROF__HIDDEN uint64_t cprof__heap_thread_countdown(void);
+
+/* For the profiles: the aggregation of samples by (striped stack id, size
+ * class), values {count, bytes}; NULL when it could not be made. */
+CPROF__HIDDEN cprof__agg *cprof__heap_samples(void);
+/* The stack id a striped one stands for. */
+CPROF__HIDDEN cprof__stack_id cprof__heap_unstripe(cprof__stack_id sid);
+/* Calls fn with the stack id and size of every live sampled block; blocks
+ * allocated or freed meanwhile may or may not be seen. */
+CPROF__HIDDEN void cprof__heap_foreach_live(
+    void (*fn)(cprof__stack_id sid, size_t size, void *ctx), void *ctx);
+/* The sampling rate in bytes (0: off). */
+CPROF__HIDDEN long cprof__heap_rate(void);
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * The pthread_create interposer and the threadcreate profile (threads.h).
+ * The pthread_create interposer (threads.h), which feeds the threadcreate
+ * profile (profile/threadcreate.c).
  * The exported pthread_create shadows libc's both when the library is
  * linked (-lcprof puts it ahead of libc) and when it is preloaded; it calls
  * the next definition found by dlsym(RTLD_NEXT), so an allocator's or a
@@ -19,7 +20,7 @@
 #include "source/cpu.h"
 #include "source/heap.h"
 #include "base/mem.h"
-#include "encode/writer.h"
+#include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "source/threads.h"
@@ -138,32 +139,7 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
   return rc;
 }
 
-static int threadcreate_collect(cprof__records *out) {
+cprof__agg *cprof__threads_creations(void) {
   cprof__threads_init();
-  if (!creations) return CPROF_ENOMEM;
-  return cprof__records_from_agg(out, creations);
+  return creations;
 }
-
-static long threadcreate_entries(void) {
-  cprof__records recs = {0};
-  long total = 0;
-  if (threadcreate_collect(&recs) == 0)
-    for (size_t i = 0; i < recs.len; i++) total += (long)recs.v[i].v[0];
-  cprof__records_free(&recs);
-  return total;
-}
-
-static int threadcreate_write(const cprof__records *recs, int debug,
-                              int64_t duration_ns, const cprof_sink *sink) {
-  return cprof__write_count_profile("threadcreate", recs, debug, duration_ns,
-                                    sink);
-}
-
-const cprof__profile_def cprof__threadcreate_profile = {
-    .name = "threadcreate",
-    .description = "Stack traces that led to the creation of new OS threads",
-    .supports_delta = true,
-    .entries = threadcreate_entries,
-    .collect = threadcreate_collect,
-    .write = threadcreate_write,
-};

@@ -10,9 +10,7 @@
 
 #include <pthread.h>
 
-#include "profile/registry.h"
-
-CPROF__HIDDEN extern const cprof__profile_def cprof__threadcreate_profile;
+#include "capture/agg.h"
 
 /* The address of the trampoline every thread created through cprof starts
  * in, so encoders can end stacks there. */
@@ -30,5 +28,9 @@ CPROF__HIDDEN int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *),
 
 /* Prepares the module; idempotent and thread-safe. Not signal-safe. */
 CPROF__HIDDEN void cprof__threads_init(void);
+
+/* For the threadcreate profile: creations counted per creating stack; NULL
+ * when the table could not be made. */
+CPROF__HIDDEN cprof__agg *cprof__threads_creations(void);
 
 #endif

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "profile/heap.h"
 #include "source/heap.h"
 #include "base/mem.h"
 #include "capture/stacktab.h"

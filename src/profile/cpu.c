@@ -1,0 +1,160 @@
+/*
+ * The CPU profile: sessions of the CPU-time sampler (source/cpu.h) turned
+ * into pprof, with each sample's thread name and id as labels; the public
+ * cprof_cpu_start/stop; the registry's `cpu` entry, a windowed profile.
+ * Calls the sampler's session functions, capture/ and encode/. Normal
+ * context only.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "base/hmap.h"
+#include "base/lock.h"
+#include "base/mem.h"
+#include "capture/stacktab.h"
+#include "encode/writer.h"
+#include "profile/cpu.h"
+#include "source/cpu.h"
+
+typedef cprof__cpu_thread_name exited_name;
+
+/* A thread's name: from the names of threads that exited during the
+ * session, else from /proc, else "thread-TID". */
+static void thread_name(pid_t tid, const exited_name *gone, size_t ngone,
+                        char *out, size_t len) {
+  for (size_t i = 0; i < ngone; i++) {
+    if (gone[i].tid == tid) {
+      snprintf(out, len, "%s", gone[i].name);
+      return;
+    }
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+  FILE *f = fopen(path, "re");
+  if (f) {
+    bool ok = fgets(out, (int)len, f) != NULL;
+    fclose(f);
+    if (ok) {
+      out[strcspn(out, "\n")] = '\0';
+      return;
+    }
+  }
+  snprintf(out, len, "thread-%d", (int)tid);
+}
+
+typedef struct write_ctx {
+  cprof__prof *prof;
+  const exited_name *gone; /* threads that exited, as the session ended */
+  size_t ngone;
+  cprof__hmap names; /* tid -> index + 1 into the name cache */
+  exited_name *cache;
+  size_t ncache;
+} write_ctx;
+
+static const char *cached_name(write_ctx *w, pid_t tid) {
+  uint64_t idx;
+  if (cprof__hmap_get(&w->names, (uint64_t)tid + 1, &idx))
+    return w->cache[idx].name;
+  exited_name *c = cprof__realloc(w->cache, (w->ncache + 1) * sizeof *c);
+  if (!c) return "";
+  w->cache = c;
+  c[w->ncache].tid = tid;
+  thread_name(tid, w->gone, w->ngone, c[w->ncache].name, sizeof c->name);
+  cprof__hmap_put(&w->names, (uint64_t)tid + 1, w->ncache);
+  return c[w->ncache++].name;
+}
+
+static void write_sample(cprof__stack_id sid, uint32_t tag,
+                         const int64_t *vals, void *ctx) {
+  write_ctx *w = ctx;
+  if (vals[0] == 0) return;
+  const uintptr_t *pcs;
+  size_t n = cprof__stacktab_get(sid, &pcs);
+  const cprof__pprof_label labels[2] = {
+      {.key = "thread", .str = cached_name(w, (pid_t)tag)},
+      {.key = "thread_id", .num = (int64_t)tag},
+  };
+  cprof__prof_sample(w->prof, pcs, n, vals, labels, 2);
+}
+
+static int write_window(const cprof__cpu_window *s, const cprof_sink *sink) {
+  static const cprof__value_type types[2] = {{"samples", "count"},
+                                             {"cpu", "nanoseconds"}};
+  const cprof__prof_desc d = {
+      .sample_types = types,
+      .nsample_types = 2,
+      .period_type = {"cpu", "nanoseconds"},
+      .period = 1000000000 / s->hz,
+      .time_nanos = s->start_ns,
+      .duration_nanos = s->end_ns - s->start_ns,
+  };
+  cprof__prof *p = cprof__prof_begin(&d, sink);
+  if (!p) return CPROF_ENOMEM;
+  cprof__prof_drop_comment(p, s->agg);
+  write_ctx w = {.prof = p, .gone = s->gone, .ngone = s->ngone};
+  cprof__agg_foreach(s->agg, write_sample, &w);
+  cprof__hmap_free(&w.names);
+  cprof__free(w.cache);
+  uint64_t lost = s->lost;
+  if (lost) {
+    const uintptr_t pc = CPROF__PC_LOST;
+    const int64_t vals[2] = {(int64_t)lost,
+                             (int64_t)lost * (1000000000 / s->hz)};
+    cprof__prof_sample(p, &pc, 1, vals, NULL, 0);
+  }
+  return cprof__prof_end(p);
+}
+
+int cprof__cpu_session_stop(cprof__cpu_session *s, const cprof_sink *sink) {
+  cprof__cpu_window w;
+  int err = cprof__cpu_session_end(s, sink != NULL, &w);
+  if (err || !sink) return err;
+  err = write_window(&w, sink);
+  cprof__cpu_window_free(&w);
+  return err;
+}
+
+int cprof__cpu_profile_for(int hz, int64_t ns, cprof__wait_fn wait,
+                           void *ctx, const cprof_sink *sink) {
+  cprof__cpu_session *s;
+  int err = cprof__cpu_session_start(hz, &s);
+  if (err) return err;
+  bool complete = wait(ctx, ns);
+  err = cprof__cpu_session_stop(s, complete ? sink : NULL);
+  return complete ? err : CPROF_ECANCELED;
+}
+
+/* The application's own session, behind the public API. */
+static cprof__cpu_session *app_session;
+static pthread_mutex_t app_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t app_once = PTHREAD_ONCE_INIT;
+
+/* A fork child does not carry the application's session on (the sampler
+ * released it there). */
+static void app_after_fork(void) {
+  app_session = NULL;
+  pthread_mutex_init(&app_lock, NULL);
+}
+
+static void app_init(void) { pthread_atfork(NULL, NULL, app_after_fork); }
+
+int cprof_cpu_start(int hz) {
+  pthread_once(&app_once, app_init);
+  cprof__lock(&app_lock);
+  int err = app_session ? CPROF_EBUSY
+                        : cprof__cpu_session_start(hz, &app_session);
+  cprof__unlock(&app_lock);
+  return err;
+}
+
+int cprof_cpu_stop(const cprof_sink *sink) {
+  cprof__lock(&app_lock);
+  cprof__cpu_session *s = app_session;
+  app_session = NULL;
+  cprof__unlock(&app_lock);
+  if (!s) return CPROF_EINVAL;
+  return cprof__cpu_session_stop(s, sink);
+}
+

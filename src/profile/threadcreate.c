@@ -1,0 +1,38 @@
+/*
+ * The `threadcreate` profile: how many threads each creating stack started,
+ * from the pthread_create interposer's table (source/threads.h), as Go's
+ * count profile. Normal context only.
+ */
+#include "encode/writer.h"
+#include "profile/threadcreate.h"
+#include "source/threads.h"
+
+static int threadcreate_collect(cprof__records *out) {
+  cprof__agg *creations = cprof__threads_creations();
+  if (!creations) return CPROF_ENOMEM;
+  return cprof__records_from_agg(out, creations);
+}
+
+static long threadcreate_entries(void) {
+  cprof__records recs = {0};
+  long total = 0;
+  if (threadcreate_collect(&recs) == 0)
+    for (size_t i = 0; i < recs.len; i++) total += (long)recs.v[i].v[0];
+  cprof__records_free(&recs);
+  return total;
+}
+
+static int threadcreate_write(const cprof__records *recs, int debug,
+                              int64_t duration_ns, const cprof_sink *sink) {
+  return cprof__write_count_profile("threadcreate", recs, debug, duration_ns,
+                                    sink);
+}
+
+const cprof__profile_def cprof__threadcreate_profile = {
+    .name = "threadcreate",
+    .description = "Stack traces that led to the creation of new OS threads",
+    .supports_delta = true,
+    .entries = threadcreate_entries,
+    .collect = threadcreate_collect,
+    .write = threadcreate_write,
+};

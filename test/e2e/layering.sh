@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The layering rules of src/ (docs/design.md), on the built objects and the
+# sources (layering.py): no upward symbol or include edge between the
+# layers, every file in a layer, and the libc names cprof interposes used
+# only by source/*_interpose.c, so that cprof's own locks and memory never
+# pass through its own interposers. Then the checker is shown to catch what
+# it should: a deliberately added upward call, upward include and a direct
+# call of an interposed name each make it fail, naming the edge.
+set -euo pipefail
+. "$(dirname "$0")/lib.bash"
+
+objdir="$CPROF_BUILD/CMakeFiles/cprof_objects.dir/src"
+src="$CPROF_SRC/src"
+[ -d "$objdir" ] || fail "no objects in $objdir"
+check=$CPROF_SRC/test/e2e/layering.py
+
+python3 "$check" "$objdir" "$src" >"$TMP/tree.out" 2>&1 || {
+  cat "$TMP/tree.out" >&2
+  fail "the tree breaks the layering rules"
+}
+cat "$TMP/tree.out"
+checks=$((checks + 1))
+
+# A copy of the objects and sources, each with one violation added.
+copy_tree() {
+  rm -rf "$TMP/obj" "$TMP/src"
+  cp -r "$objdir" "$TMP/obj"
+  cp -r "$src" "$TMP/src"
+}
+expect_failure() { # what, expected message
+  if python3 "$check" "$TMP/obj" "$TMP/src" >"$TMP/bad.out" 2>&1; then
+    fail "$1 was not caught"
+  fi
+  grep -qF -- "$2" "$TMP/bad.out" || {
+    cat "$TMP/bad.out" >&2
+    fail "$1: the failure does not name '$2'"
+  }
+  echo "ok: $1 caught: $(grep -F -- "$2" "$TMP/bad.out" | head -1)"
+  checks=$((checks + 1))
+}
+
+copy_tree
+cat >"$TMP/src/capture/upward.c" <<'C'
+void cprof_http_stop(void);
+void capture_calls_a_sink(void) { cprof_http_stop(); }
+C
+cc -c -o "$TMP/obj/capture/upward.c.o" "$TMP/src/capture/upward.c"
+expect_failure "an upward call" "upward call: capture/upward.c uses cprof_http_stop from sink/http.c"
+
+copy_tree
+printf '#include "profile/registry.h"\n' >>"$TMP/src/base/hmap.c"
+expect_failure "an upward include" "upward include: base/hmap.c includes profile/registry.h"
+
+copy_tree
+cat >"$TMP/src/sink/own_lock.c" <<'C'
+#include <pthread.h>
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+void sink_locks_through_the_interposer(void) { pthread_mutex_lock(&mu); }
+C
+cc -c -o "$TMP/obj/sink/own_lock.c.o" "$TMP/src/sink/own_lock.c"
+expect_failure "a call of an interposed name" "sink/own_lock.c calls interposed names: pthread_mutex_lock"
+
+copy_tree
+printf 'int stray;\n' >"$TMP/src/stray.c"
+expect_failure "a file outside the layers" "stray.c: not in a layer folder"
+finish
