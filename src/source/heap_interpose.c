@@ -1,8 +1,8 @@
 /*
  * The heap sampler (heap.h). It owns the exported malloc family, the
- * bootstrap arena that serves dlsym's own requests
- * while the allocator underneath is being found, the per-thread countdowns,
- * the table of live sampled objects and the `heap` / `allocs` profiles.
+ * per-thread countdowns and the table of live sampled objects; the
+ * allocator underneath and its bootstrap arena are base/real_alloc.c's,
+ * and the `heap` / `allocs` profiles are profile/heap.c's.
  *
  * The interposers run in every context the application allocates from
  * (constructors, thread teardown, a fork child) and sit on the program's

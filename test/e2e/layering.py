@@ -2,7 +2,7 @@
 """The layering rules of src/ (docs/design.md), checked on the built objects
 and on the sources.
 
-  layering.py OBJDIR SRCDIR
+  layering.py OBJDIR SRCDIR [DESIGN_MD]
 
 OBJDIR holds the library's objects as CMake leaves them
 (CMakeFiles/cprof_objects.dir/src), SRCDIR is the source tree's src/.
@@ -17,6 +17,8 @@ Checks, each failing with the offending edge named:
   4. only source/*_interpose.c objects define or call the libc names cprof
      interposes (malloc family, the pthread and semaphore waits,
      pthread_create): everything else reaches them through base/real.h.
+  5. with DESIGN_MD, its table names every file under src/ and no file
+     that does not exist.
 Prints one line per check that passed; exits 1 with every violation listed.
 """
 import os
@@ -144,6 +146,28 @@ def main():
         if bad:
             errors.append(f"{rel} defines interposed names: {' '.join(bad)}")
     passed.append("interposed libc names only in source/*_interpose.c")
+
+    # 5. The design document's table against the tree.
+    if len(sys.argv) > 3:
+        named = set()
+        tick = re.compile(r"`([^`]+)`")
+        with open(sys.argv[3]) as fh:
+            for line in fh:
+                if not line.startswith("|"):
+                    continue
+                folder = None
+                for t in tick.findall(line):
+                    if t.startswith("src/"):
+                        folder = os.path.dirname(t[4:])
+                        named.add(t[4:])
+                    elif folder is not None and "/" not in t and t.endswith((".c", ".h")):
+                        named.add(os.path.join(folder, t) if folder else t)
+        for rel in sorted(set(sources) - named):
+            errors.append(f"{rel}: not in the design document's table")
+        for rel in sorted(named - set(sources)):
+            if rel.endswith((".c", ".h")):
+                errors.append(f"the design document names {rel}, which does not exist")
+        passed.append(f"the design document names all {len(sources)} files and no other")
 
     if errors:
         for e in errors:

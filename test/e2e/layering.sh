@@ -14,7 +14,7 @@ src="$CPROF_SRC/src"
 [ -d "$objdir" ] || fail "no objects in $objdir"
 check=$CPROF_SRC/test/e2e/layering.py
 
-python3 "$check" "$objdir" "$src" >"$TMP/tree.out" 2>&1 || {
+python3 "$check" "$objdir" "$src" "$CPROF_SRC/docs/design.md" >"$TMP/tree.out" 2>&1 || {
   cat "$TMP/tree.out" >&2
   fail "the tree breaks the layering rules"
 }
@@ -63,4 +63,14 @@ expect_failure "a call of an interposed name" "sink/own_lock.c calls interposed 
 copy_tree
 printf 'int stray;\n' >"$TMP/src/stray.c"
 expect_failure "a file outside the layers" "stray.c: not in a layer folder"
+
+copy_tree
+printf 'int unlisted;\n' >"$TMP/src/encode/unlisted.c"
+if python3 "$check" "$TMP/obj" "$TMP/src" "$CPROF_SRC/docs/design.md" >"$TMP/bad.out" 2>&1 ||
+  ! grep -qF "encode/unlisted.c: not in the design document's table" "$TMP/bad.out"; then
+  cat "$TMP/bad.out" >&2
+  fail "a file missing from docs/design.md was not caught"
+fi
+echo "ok: a file missing from docs/design.md caught"
+checks=$((checks + 1))
 finish
