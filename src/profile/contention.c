@@ -118,8 +118,26 @@ static int mutex_write(const cprof__records *recs, int debug,
   return contention_write(true, recs, debug, duration_ns, sink);
 }
 
+static int set_block_rate(long long rate) {
+  return cprof_set_block_profile_rate(rate);
+}
+
+static int set_mutex_fraction(long long rate) {
+  cprof_set_mutex_profile_fraction((int)rate);
+  return 0;
+}
+
 const cprof__profile_def cprof__block_profile = {
     .name = "block",
+    .max_debug = 2,
+    .rate_key = "rate",
+    .rate_unit = "nanoseconds",
+    .rate_min = 0,
+    .rate_max = 1LL << 50,
+    .set_rate = set_block_rate,
+    .enabled = cprof__block_profile_enabled,
+    .off_error = CPROF_EBLOCKOFF,
+    .push = CPROF__PUSH_DELTA,
     .description = "Stack traces that led to blocking on synchronization "
                    "primitives",
     .supports_delta = true,
@@ -130,6 +148,15 @@ const cprof__profile_def cprof__block_profile = {
 
 const cprof__profile_def cprof__mutex_profile = {
     .name = "mutex",
+    .max_debug = 2,
+    .rate_key = "rate",
+    .rate_unit = "fraction",
+    .rate_min = 0,
+    .rate_max = 1000000000LL,
+    .set_rate = set_mutex_fraction,
+    .enabled = cprof__mutex_profile_enabled,
+    .off_error = CPROF_EMUTEXOFF,
+    .push = CPROF__PUSH_DELTA,
     .description = "Stack traces of holders of contended mutexes",
     .supports_delta = true,
     .entries = mutex_entries,

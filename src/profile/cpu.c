@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "base/env.h"
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
@@ -158,3 +159,51 @@ int cprof_cpu_stop(const cprof_sink *sink) {
   return cprof__cpu_session_stop(s, sink);
 }
 
+
+int cprof__cpu_default_hz(void) {
+  long long hz;
+  if (cprof__env_int("CPROF_CPU_HZ", 1, CPROF__CPU_MAX_HZ,
+                     "using 100 Hz", &hz))
+    return (int)hz;
+  return CPROF__CPU_DEFAULT_HZ;
+}
+
+static int window_start(long long hz, void **handle) {
+  cprof__cpu_session *s;
+  int err = cprof__cpu_session_start((int)(hz ? hz : cprof__cpu_default_hz()),
+                                     &s);
+  if (!err) *handle = s;
+  return err;
+}
+
+static void window_follow_forks(void *handle) {
+  cprof__cpu_session_follow_forks(handle);
+}
+
+static int window_stop(void *handle, const cprof_sink *sink) {
+  return cprof__cpu_session_stop(handle, sink);
+}
+
+static long long window_default_rate(void) { return cprof__cpu_default_hz(); }
+
+static const cprof__window_ops cpu_window = {
+    .start = window_start,
+    .follow_forks = window_follow_forks,
+    .stop = window_stop,
+    .default_rate = window_default_rate,
+};
+
+const cprof__profile_def cprof__cpu_profile = {
+    .name = "cpu",
+    .route = "profile",
+    .description = "CPU profile. You can specify the duration in the seconds "
+                   "GET parameter. After you get the profile file, use the go "
+                   "tool pprof command to investigate the profile.",
+    .max_debug = 0,
+    .rate_key = "hz",
+    .rate_unit = "samples per second of CPU time",
+    .rate_min = 1,
+    .rate_max = CPROF__CPU_MAX_HZ,
+    .push = CPROF__PUSH_WINDOW,
+    .window = &cpu_window,
+};

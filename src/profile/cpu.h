@@ -20,4 +20,11 @@ CPROF__HIDDEN int cprof__cpu_profile_for(int hz, int64_t ns,
                                          cprof__wait_fn wait, void *ctx,
                                          const cprof_sink *sink);
 
+/* The rate for CPU profiles nobody gave a rate to: CPROF_CPU_HZ, else
+ * 100. */
+CPROF__HIDDEN int cprof__cpu_default_hz(void);
+
+/* The registry's `cpu` entry (Go's /debug/pprof/profile): windowed. */
+CPROF__HIDDEN extern const cprof__profile_def cprof__cpu_profile;
+
 #endif

@@ -529,6 +529,8 @@ static int goroutine_write(const cprof__records *recs, int debug,
 
 const cprof__profile_def cprof__goroutine_profile = {
     .name = "goroutine",
+    .alias = "threads", /* cprof's name for what Go calls goroutines */
+    .max_debug = 2,
     .description = "Stack traces of all current goroutines. Use debug=2 as "
                    "a query parameter to export in the same format as an "
                    "unrecovered panic.",

@@ -186,9 +186,27 @@ static int allocs_write(const cprof__records *recs, int debug,
                : write_pprof(recs, duration_ns, "alloc_space", sink);
 }
 
+/* One rate for both heap profiles: the sampler's. */
+static int set_rate(long long rate) {
+  cprof_heap_set_rate((long)rate);
+  return 0;
+}
+
 const cprof__profile_def cprof__heap_profile = {
     .name = "heap",
+    .max_debug = 2,
+    .text_for_negative_debug = true,
+    .rate_key = "rate",
+    .rate_unit = "bytes",
+    .rate_min = 0,
+    .rate_max = 1LL << 40,
+    .set_rate = set_rate,
+    .push = CPROF__PUSH_SNAPSHOT,
     .description = "A sampling of memory allocations of live objects",
+    /* Go's index says more: its gc parameter, accepted here too. */
+    .index_description =
+        "A sampling of memory allocations of live objects. You can specify "
+        "the gc GET parameter to run GC before taking the heap sample.",
     .supports_delta = true,
     .entries = heap_entries,
     .collect = heap_collect,
@@ -197,6 +215,14 @@ const cprof__profile_def cprof__heap_profile = {
 
 const cprof__profile_def cprof__allocs_profile = {
     .name = "allocs",
+    .max_debug = 2,
+    .text_for_negative_debug = true,
+    .rate_key = "rate",
+    .rate_unit = "bytes",
+    .rate_min = 0,
+    .rate_max = 1LL << 40,
+    .set_rate = set_rate,
+    .push = CPROF__PUSH_NONE,
     .description = "A sampling of all past memory allocations",
     .supports_delta = true,
     .entries = heap_entries,

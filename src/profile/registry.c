@@ -16,45 +16,87 @@
 #include "source/heap.h"
 #include "base/hmap.h"
 #include "base/mem.h"
+#include "profile/cpu.h"
 #include "profile/registry.h"
 #include "capture/stack.h"
 #include "profile/threadcreate.h"
 #include "source/threads.h"
 
+/* Every profile, in name order: adding one is a line here. */
 static const cprof__profile_def *const profiles[] = {
-    &cprof__allocs_profile,    &cprof__block_profile,
-    &cprof__goroutine_profile, &cprof__heap_profile,
-    &cprof__mutex_profile,     &cprof__threadcreate_profile,
+    &cprof__allocs_profile,       &cprof__block_profile,
+    &cprof__cpu_profile,          &cprof__goroutine_profile,
+    &cprof__heap_profile,         &cprof__mutex_profile,
+    &cprof__threadcreate_profile,
 };
+
+size_t cprof__profiles_count(void) { return CPROF__ARRAY_LEN(profiles); }
+
+const cprof__profile_def *cprof__profile_at(size_t i) {
+  return i < CPROF__ARRAY_LEN(profiles) ? profiles[i] : NULL;
+}
+
+static bool named(const char *a, const char *b) {
+  return a && strcmp(a, b) == 0;
+}
 
 const cprof__profile_def *cprof__profile_find(const char *name) {
   if (!name) return NULL;
-  /* "threads" is cprof's name for what Go calls the goroutine profile. */
-  if (strcmp(name, "threads") == 0) name = "goroutine";
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(profiles); i++)
-    if (strcmp(profiles[i]->name, name) == 0) return profiles[i];
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(profiles); i++) {
+    const cprof__profile_def *d = profiles[i];
+    if (named(d->name, name) || named(d->alias, name) ||
+        named(d->route, name))
+      return d;
+  }
   return NULL;
 }
 
-size_t cprof_profile_count(void) { return CPROF__ARRAY_LEN(profiles); }
+const cprof__profile_def *cprof__profile_find_route(const char *name) {
+  if (!name) return NULL;
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(profiles); i++) {
+    const cprof__profile_def *d = profiles[i];
+    if (named(cprof__profile_route(d), name) ||
+        (!d->window && named(d->alias, name)))
+      return d;
+  }
+  return NULL;
+}
+
+/* The public listing is of the profiles cprof_profile_write can write at
+ * any moment: the snapshot ones. */
+static const cprof__profile_def *snapshot_at(size_t i) {
+  for (size_t k = 0; k < CPROF__ARRAY_LEN(profiles); k++)
+    if (!profiles[k]->window && i-- == 0) return profiles[k];
+  return NULL;
+}
+
+size_t cprof_profile_count(void) {
+  size_t n = 0;
+  for (size_t k = 0; k < CPROF__ARRAY_LEN(profiles); k++)
+    n += profiles[k]->window == NULL;
+  return n;
+}
 
 const char *cprof_profile_name(size_t i) {
-  return i < CPROF__ARRAY_LEN(profiles) ? profiles[i]->name : NULL;
+  const cprof__profile_def *d = snapshot_at(i);
+  return d ? d->name : NULL;
 }
 
 const char *cprof_profile_description(size_t i) {
-  return i < CPROF__ARRAY_LEN(profiles) ? profiles[i]->description : NULL;
+  const cprof__profile_def *d = snapshot_at(i);
+  return d ? d->description : NULL;
 }
 
 long cprof_profile_entries(const char *name) {
   const cprof__profile_def *def = cprof__profile_find(name);
-  return def ? def->entries() : CPROF_ENOPROFILE;
+  if (!def || def->window) return CPROF_ENOPROFILE;
+  return def->entries();
 }
 
 int cprof_profile_write(const char *name, int debug, const cprof_sink *sink) {
   if (!sink || !sink->write || debug < 0) return CPROF_EINVAL;
   const cprof__profile_def *def = cprof__profile_find(name);
-  if (!def) return CPROF_ENOPROFILE;
+  if (!def || def->window) return CPROF_ENOPROFILE;
   /* Objects loaded since the last profile get their unwind tables now,
    * before the stacks are collected and walked. */
   cprof__stack_refresh();
@@ -67,7 +109,8 @@ int cprof_profile_write(const char *name, int debug, const cprof_sink *sink) {
 
 int cprof_profile_write_file(const char *name, int debug, const char *path) {
   if (!path) return CPROF_EINVAL;
-  if (!cprof__profile_find(name)) return CPROF_ENOPROFILE;
+  const cprof__profile_def *def = cprof__profile_find(name);
+  if (!def || def->window) return CPROF_ENOPROFILE;
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return CPROF_EIO;
   cprof_sink sink = cprof_sink_fd(fd);
@@ -103,4 +146,15 @@ int cprof__profile_write_delta(const cprof__profile_def *def, int64_t ns,
   cprof__records_free(&p1);
   cprof__records_free(&delta);
   return err;
+}
+
+int cprof__profile_write_window(const cprof__profile_def *def, long long rate,
+                                int64_t ns, cprof__wait_fn wait, void *ctx,
+                                const cprof_sink *sink) {
+  void *h;
+  int err = def->window->start(rate, &h);
+  if (err) return err;
+  bool complete = wait(ctx, ns);
+  err = def->window->stop(h, complete ? sink : NULL);
+  return complete ? err : CPROF_ECANCELED;
 }

@@ -32,6 +32,7 @@ const cprof__profile_def cprof__threadcreate_profile = {
     .name = "threadcreate",
     .description = "Stack traces that led to the creation of new OS threads",
     .supports_delta = true,
+    .max_debug = 2,
     .entries = threadcreate_entries,
     .collect = threadcreate_collect,
     .write = threadcreate_write,

@@ -1,8 +1,9 @@
 /*
  * Dumps on termination and signals (dump.h). The configuration comes from
  * the grammar in dumpspec.c; the rates a spec gives are set when dumps are
- * configured. Listed profiles are collected from the start (cpu runs as
- * its own session until the dump).
+ * configured. Listed profiles are collected from the start (a windowed
+ * profile, cpu, runs as its own window until the dump). Every profile is
+ * handled through its registry definition; none is named here.
  *
  * Signals. On SIGTERM, SIGINT and SIGUSR1 the handler records the request
  * (SIGUSR1 requests are one flag, however many arrive, so a storm of them
@@ -72,7 +73,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "profile/cpu.h"
 #include "sink/dump.h"
 #include "sink/dumpspec.h"
 #include "base/env.h"
@@ -97,8 +97,9 @@ static const int dump_signals[] = {SIGTERM, SIGINT, SIGUSR1};
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static cprof__dump_spec spec;
-static cprof__cpu_session *cpu_session; /* under dump_lock */
-static int cpu_hz;
+/* The windows of the windowed profiles the spec lists (cpu), by item;
+ * under dump_lock. */
+static void *windows[CPROF__DUMP_MAX_ITEMS];
 static unsigned long long seq; /* dumps written, for the Seq header */
 static atomic_bool configured;
 static atomic_bool terminating; /* the final dump (signal or exit) began */
@@ -136,14 +137,6 @@ static bool fifo_pending;              /* out_path: a FIFO to open again */
 /* In a fork child: fd 2, while it is the file err_out was opened on. */
 static bool stderr_borrowed;
 static dump_out borrowed_out = {.fd = -1};
-
-int cprof__cpu_default_hz(void) {
-  long long hz;
-  if (cprof__env_int("CPROF_CPU_HZ", 1, CPROF__CPU_MAX_HZ,
-                     "using 100 Hz", &hz))
-    return (int)hz;
-  return CPROF__CPU_DEFAULT_HZ;
-}
 
 static int signal_index(int sig) {
   for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
@@ -404,14 +397,18 @@ static int write_block(dump_out *o, const char *name, int debug,
   return err;
 }
 
-/* Starts the CPU session for dumps, which follows the process into its
+/* Starts item i's window for dumps, which follows the process into its
  * fork children; dump_lock held or not yet shared. */
-static void start_cpu(void) {
-  int err = cprof__cpu_session_start(cpu_hz, &cpu_session);
-  if (err)
-    cprof__warn("CPU profile for dumps: %s", cprof_strerror(err));
-  else
-    cprof__cpu_session_follow_forks(cpu_session);
+static void start_window(size_t i) {
+  const cprof__profile_def *def = cprof__profile_find(spec.items[i].name);
+  long long rate = spec.items[i].has_rate ? spec.items[i].rate : 0;
+  int err = def->window->start(rate, &windows[i]);
+  if (err) {
+    windows[i] = NULL;
+    cprof__warn("%s profile for dumps: %s", def->name, cprof_strerror(err));
+  } else if (def->window->follow_forks) {
+    def->window->follow_forks(windows[i]);
+  }
 }
 
 /* Writes every listed profile; dump_lock held. The CPU window ends here
@@ -426,11 +423,12 @@ static void dump_all(const char *reason, bool restart_cpu) {
     cprof_buf data = {0};
     cprof_sink sink = cprof_sink_buf(&data);
     int err;
-    if (strcmp(it->name, "cpu") == 0) {
-      if (!cpu_session) continue;
-      err = cprof__cpu_session_stop(cpu_session, out_err ? NULL : &sink);
-      cpu_session = NULL;
-      if (restart_cpu) start_cpu();
+    const cprof__profile_def *def = cprof__profile_find(it->name);
+    if (def->window) {
+      if (!windows[i]) continue;
+      err = def->window->stop(windows[i], out_err ? NULL : &sink);
+      windows[i] = NULL;
+      if (restart_cpu) start_window(i);
     } else if (out_err) {
       continue;
     } else {
@@ -697,19 +695,49 @@ CPROF_EXPORT void _exit(int status) { exit_through(&real_exit, status); }
 
 CPROF_EXPORT void _Exit(int status) { exit_through(&real_Exit, status); }
 
-/* Sets the rates the spec gives, process-wide: the heap sampling rate
- * (heap and allocs), the mutex fraction and the block rate. */
+/* Sets the rates the spec gives, process-wide (the heap sampling rate,
+ * the mutex fraction, the block rate); a windowed profile's rate is its
+ * window's. */
 static void apply_rates(void) {
   for (size_t i = 0; i < spec.n; i++) {
     const cprof__dump_item *it = &spec.items[i];
-    if (!it->has_rate) continue;
-    if (strcmp(it->name, "heap") == 0 || strcmp(it->name, "allocs") == 0)
-      cprof_heap_set_rate((long)it->rate);
-    else if (strcmp(it->name, "mutex") == 0)
-      cprof_set_mutex_profile_fraction((int)it->rate);
-    else if (strcmp(it->name, "block") == 0)
-      cprof_set_block_profile_rate(it->rate);
+    const cprof__profile_def *def = cprof__profile_find(it->name);
+    if (it->has_rate && def->set_rate) def->set_rate(it->rate);
   }
+}
+
+/* The spec's names: every profile's name and alias, from the registry. */
+#define DUMP_NAMES 32
+static cprof__dump_profile dump_names[DUMP_NAMES];
+static size_t ndump_names;
+static pthread_once_t dump_names_once = PTHREAD_ONCE_INIT;
+
+static void add_dump_name(const char *name, const cprof__profile_def *d) {
+  if (!name || ndump_names == DUMP_NAMES) return;
+  dump_names[ndump_names++] = (cprof__dump_profile){
+      .name = name,
+      .canonical = d->name,
+      .max_debug = d->max_debug,
+      .rate_key = d->rate_key,
+      .rate_min = d->rate_min,
+      .rate_max = d->rate_max,
+      .rate_shared = (void (*)(void))d->set_rate,
+  };
+}
+
+static void make_dump_names(void) {
+  for (size_t i = 0; i < cprof__profiles_count(); i++) {
+    const cprof__profile_def *d = cprof__profile_at(i);
+    add_dump_name(d->name, d);
+    add_dump_name(d->alias, d);
+  }
+}
+
+int cprof__dump_parse(const char *spec_text, cprof__dump_spec *out,
+                      char *err, size_t errlen) {
+  pthread_once(&dump_names_once, make_dump_names);
+  return cprof__dump_parse_with(dump_names, ndump_names, spec_text, out, err,
+                                errlen);
 }
 
 static int configure(const char *text, char *errbuf, size_t errlen) {
@@ -718,15 +746,6 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   if (cprof__dump_parse(text, &parsed, why, sizeof why) != 0) {
     if (errbuf && errlen) snprintf(errbuf, errlen, "%s", why);
     return CPROF_EINVAL;
-  }
-  for (size_t i = 0; i < parsed.n; i++) {
-    const char *name = parsed.items[i].name;
-    if (strcmp(name, "cpu") != 0 && !cprof__profile_find(name)) {
-      if (errbuf && errlen)
-        snprintf(errbuf, errlen, "profile %s is not available in this build",
-                 name);
-      return CPROF_EUNSUPPORTED;
-    }
   }
   if (atomic_exchange(&configured, true)) {
     if (errbuf && errlen) snprintf(errbuf, errlen, "dumps are already configured");
@@ -739,11 +758,8 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   if (path) open_dump_out(path);
   if (file_out.fd < 0) keep_stderr();
   apply_rates();
-  for (size_t i = 0; i < spec.n; i++) {
-    if (strcmp(spec.items[i].name, "cpu") != 0) continue;
-    cpu_hz = spec.items[i].hz ? spec.items[i].hz : cprof__cpu_default_hz();
-    start_cpu();
-  }
+  for (size_t i = 0; i < spec.n; i++)
+    if (cprof__profile_find(spec.items[i].name)->window) start_window(i);
   pthread_t t;
   if (cprof__thread_spawn(&t, dumper_main, NULL, "cprof-dump") != 0) {
     atomic_store(&configured, false);

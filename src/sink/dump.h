@@ -23,8 +23,5 @@ CPROF__HIDDEN void cprof__dump_env_init(void);
  * state belongs to) it does nothing. */
 CPROF__HIDDEN void cprof__dump_exec_attempt(pid_t pid);
 
-/* The rate for CPU profiles nobody gave a rate to: CPROF_CPU_HZ, else
- * 100. */
-CPROF__HIDDEN int cprof__cpu_default_hz(void);
 
 #endif

@@ -1,33 +1,17 @@
 /*
  * The dump specification parser (dumpspec.h). It walks the string once,
  * item by item, with explicit bounds; it does not allocate and depends only
- * on the integer parser and the quoting in env.c, so the fuzzer can drive
- * it alone. Parts of the spec quoted in messages are escaped, so a message
+ * on the integer parser and the quoting in env.c, and on the table of
+ * profiles its caller gives (dump.c's, from the registry), so the fuzzer
+ * can drive it alone. Parts of the spec quoted in messages are escaped, so a message
  * stays one line whatever the spec holds.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "sink/dumpspec.h"
 #include "base/env.h"
-
-typedef struct known_profile {
-  const char *name;
-  const char *canonical;
-  const char *rate_means; /* NULL: rate not accepted */
-  long long rate_max;
-} known_profile;
-
-static const known_profile known[] = {
-    {"cpu", "cpu", NULL, 0},
-    {"heap", "heap", "bytes", 1LL << 40},
-    {"allocs", "allocs", "bytes", 1LL << 40},
-    {"threadcreate", "threadcreate", NULL, 0},
-    {"goroutine", "goroutine", NULL, 0},
-    {"threads", "goroutine", NULL, 0},
-    {"mutex", "mutex", "fraction", 1000000000LL},
-    {"block", "block", "nanoseconds", 1LL << 50},
-};
 
 /* Writes "<message> at column <c>" into err, with the part of the spec at
  * fault quoted (at most 40 bytes of it). */
@@ -43,16 +27,44 @@ static int fail(char *err, size_t errlen, size_t column, const char *what,
   return CPROF_EINVAL;
 }
 
-static const known_profile *lookup(const char *s, size_t n) {
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(known); i++)
+static const cprof__dump_profile *lookup(const cprof__dump_profile *known,
+                                         size_t nknown, const char *s,
+                                         size_t n) {
+  for (size_t i = 0; i < nknown; i++)
     if (strlen(known[i].name) == n && memcmp(known[i].name, s, n) == 0)
       return &known[i];
   return NULL;
 }
 
+/* The profile that alone takes key as its rate, or NULL when none or
+ * several do. */
+static const cprof__dump_profile *only_taker(const cprof__dump_profile *known,
+                                             size_t nknown, const char *key,
+                                             size_t klen) {
+  const cprof__dump_profile *found = NULL;
+  for (size_t i = 0; i < nknown; i++) {
+    const char *rk = known[i].rate_key;
+    if (!rk || strlen(rk) != klen || memcmp(rk, key, klen) != 0) continue;
+    if (found && strcmp(found->canonical, known[i].canonical) != 0)
+      return NULL;
+    found = &known[i];
+  }
+  return found;
+}
+
+static bool takes_as_rate(const cprof__dump_profile *known, size_t nknown,
+                          const char *key, size_t klen) {
+  for (size_t i = 0; i < nknown; i++) {
+    const char *rk = known[i].rate_key;
+    if (rk && strlen(rk) == klen && memcmp(rk, key, klen) == 0) return true;
+  }
+  return false;
+}
+
 /* Parses one "key=value" parameter of item it. */
-static int parse_param(const char *spec, const char *p, size_t n,
-                       const known_profile *k, cprof__dump_item *it,
+static int parse_param(const cprof__dump_profile *known, size_t nknown,
+                       const char *spec, const char *p, size_t n,
+                       const cprof__dump_profile *k, cprof__dump_item *it,
                        unsigned *seen, char *err, size_t errlen) {
   size_t col = (size_t)(p - spec) + 1;
   if (n == 0) return fail(err, errlen, col, "empty parameter", NULL, 0);
@@ -72,22 +84,27 @@ static int parse_param(const char *spec, const char *p, size_t n,
   if (klen == 5 && memcmp(p, "debug", 5) == 0) {
     bit = 1;
     min = 0;
-    max = 2;
-    if (strcmp(k->canonical, "cpu") == 0 && strcmp(value, "0") != 0)
-      return fail(err, errlen, col, "cpu has no text form; debug must be 0",
-                  p, n);
-  } else if (klen == 4 && memcmp(p, "rate", 4) == 0) {
-    if (!k->rate_means)
-      return fail(err, errlen, col, "this profile takes no rate", p, n);
+    max = k->max_debug;
+    if (k->max_debug == 0 && strcmp(value, "0") != 0) {
+      char what[64];
+      snprintf(what, sizeof what, "%s has no text form; debug must be 0",
+               k->canonical);
+      return fail(err, errlen, col, what, p, n);
+    }
+  } else if (k->rate_key && strlen(k->rate_key) == klen &&
+             memcmp(p, k->rate_key, klen) == 0) {
     bit = 2;
-    min = 0;
+    min = k->rate_min;
     max = k->rate_max;
-  } else if (klen == 2 && memcmp(p, "hz", 2) == 0) {
-    if (strcmp(k->canonical, "cpu") != 0)
-      return fail(err, errlen, col, "only cpu takes hz", p, n);
-    bit = 4;
-    min = 1;
-    max = 10000;
+  } else if (takes_as_rate(known, nknown, p, klen)) {
+    const cprof__dump_profile *only = only_taker(known, nknown, p, klen);
+    char what[64];
+    if (only && k->rate_key)
+      snprintf(what, sizeof what, "only %s takes %.*s", only->canonical,
+               (int)klen, p);
+    else
+      snprintf(what, sizeof what, "this profile takes no %.*s", (int)klen, p);
+    return fail(err, errlen, col, what, p, n);
   } else {
     return fail(err, errlen, col, "unknown parameter", p, klen);
   }
@@ -105,12 +122,12 @@ static int parse_param(const char *spec, const char *p, size_t n,
     it->has_rate = true;
     it->rate = v;
   }
-  if (bit == 4) it->hz = (int)v;
   return 0;
 }
 
-int cprof__dump_parse(const char *spec, cprof__dump_spec *out, char *err,
-                      size_t errlen) {
+int cprof__dump_parse_with(const cprof__dump_profile *known, size_t nknown,
+                           const char *spec, cprof__dump_spec *out, char *err,
+                           size_t errlen) {
   memset(out, 0, sizeof *out);
   if (!spec || !*spec) return fail(err, errlen, 1, "empty specification", NULL, 0);
   const char *p = spec;
@@ -122,7 +139,7 @@ int cprof__dump_parse(const char *spec, cprof__dump_spec *out, char *err,
     const char *eq = memchr(p, '=', n);
     size_t nlen = eq ? (size_t)(eq - p) : n;
     if (nlen == 0) return fail(err, errlen, col, "item without a profile name", p, n);
-    const known_profile *k = lookup(p, nlen);
+    const cprof__dump_profile *k = lookup(known, nknown, p, nlen);
     if (!k) return fail(err, errlen, col, "unknown profile", p, nlen);
     for (size_t i = 0; i < out->n; i++)
       if (strcmp(out->items[i].name, k->canonical) == 0)
@@ -140,7 +157,8 @@ int cprof__dump_parse(const char *spec, cprof__dump_spec *out, char *err,
       for (;;) {
         const char *colon = memchr(q, ':', (size_t)(item_end - q));
         size_t plen = colon ? (size_t)(colon - q) : (size_t)(item_end - q);
-        int rc = parse_param(spec, q, plen, k, it, &seen, err, errlen);
+        int rc = parse_param(known, nknown, spec, q, plen, k, it, &seen, err,
+                             errlen);
         if (rc) return rc;
         if (!colon) break;
         q = colon + 1;
@@ -149,16 +167,20 @@ int cprof__dump_parse(const char *spec, cprof__dump_spec *out, char *err,
                       NULL, 0);
       }
     }
-    /* heap and allocs are two views of the same samples: one rate. */
-    if (it->has_rate && k->rate_means && strcmp(k->rate_means, "bytes") == 0)
-      for (size_t i = 0; i < out->n; i++)
-        if (out->items[i].has_rate && out->items[i].rate != it->rate &&
-            (strcmp(out->items[i].name, "heap") == 0 ||
-             strcmp(out->items[i].name, "allocs") == 0))
-          return fail(err, errlen, col,
-                      "heap and allocs share one sampling rate; a different "
-                      "rate for",
-                      p, nlen);
+    /* Profiles that are views of the same samples (heap and allocs) have
+     * one rate. */
+    for (size_t i = 0; it->has_rate && k->rate_shared && i < out->n; i++) {
+      const cprof__dump_item *o = &out->items[i];
+      if (o->has_rate && o->rate_shared == k->rate_shared &&
+          o->rate != it->rate) {
+        char what[96];
+        snprintf(what, sizeof what,
+                 "%s and %s share one sampling rate; a different rate for",
+                 o->name, k->canonical);
+        return fail(err, errlen, col, what, p, nlen);
+      }
+    }
+    it->rate_shared = k->rate_shared;
     out->n++;
     if (!end) break;
     p = end + 1;

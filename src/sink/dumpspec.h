@@ -5,11 +5,11 @@
  *   item   = name ["=" param *(":" param)]
  *   param  = key "=" value
  *
- * e.g. "cpu,heap=debug=1,mutex=debug=1:rate=1000". Names: cpu, heap,
- * allocs, threadcreate, goroutine (alias threads), mutex, block. Keys:
- * debug (every profile; cpu has no text form), rate (heap and allocs:
- * bytes, one rate for both; mutex: fraction; block: nanoseconds), hz
- * (cpu). A pure parser of outside input: it never allocates, and every
+ * e.g. "cpu,heap=debug=1,mutex=debug=1:rate=1000". The names and keys come
+ * from the caller's table (the registry's profiles, names and aliases):
+ * debug (up to the profile's highest text form), and the profile's rate
+ * key with its bounds (rate for heap and allocs: bytes, one rate for both;
+ * mutex: fraction; block: nanoseconds; hz for cpu). A pure parser of outside input: it never allocates, and every
  * rejection names the problem and the column where it is. Applying the
  * rates is dump.c's business.
  */
@@ -23,12 +23,23 @@
 
 #define CPROF__DUMP_MAX_ITEMS 8
 
+/* A profile as a spec may name it. */
+typedef struct cprof__dump_profile {
+  const char *name;      /* as a spec writes it */
+  const char *canonical; /* the profile's own name */
+  int max_debug;
+  const char *rate_key; /* NULL: the profile takes no rate */
+  long long rate_min, rate_max;
+  /* Profiles with the same non-NULL value share one rate. */
+  void (*rate_shared)(void);
+} cprof__dump_profile;
+
 typedef struct cprof__dump_item {
   const char *name; /* canonical name, static */
   int debug;
-  bool has_rate; /* rate= given: dump.c sets it when dumps are configured */
+  bool has_rate; /* its rate key given: dump.c applies it */
   long long rate;
-  int hz; /* cpu only; 0 = default */
+  void (*rate_shared)(void);
 } cprof__dump_item;
 
 typedef struct cprof__dump_spec {
@@ -36,8 +47,14 @@ typedef struct cprof__dump_spec {
   size_t n;
 } cprof__dump_spec;
 
-/* Parses spec. Returns 0, or CPROF_EINVAL with a one-line message in err
- * ("unknown profile \"hepa\" at column 5"). */
+/* Parses spec against the profiles in known. Returns 0, or CPROF_EINVAL
+ * with a one-line message in err ("unknown profile \"hepa\" at column 5"). */
+CPROF__HIDDEN int cprof__dump_parse_with(const cprof__dump_profile *known,
+                                         size_t nknown, const char *spec,
+                                         cprof__dump_spec *out, char *err,
+                                         size_t errlen);
+
+/* cprof__dump_parse_with over the registry's profiles (dump.c). */
 CPROF__HIDDEN int cprof__dump_parse(const char *spec, cprof__dump_spec *out,
                                     char *err, size_t errlen);
 

@@ -35,11 +35,11 @@
 #define HTML "text/html; charset=utf-8"
 
 const cprof__profile_def *(*cprof__http_find)(const char *name) =
-    cprof__profile_find;
+    cprof__profile_find_route;
 
-/* Go allows one CPU profile at a time; so does the endpoint, across all
- * servers in the process. */
-static atomic_bool cpu_in_use;
+/* Go allows one CPU profile at a time; so does the endpoint, for its
+ * windowed profiles, across all servers in the process. */
+static atomic_bool window_in_use;
 
 static void set_body(cprof__http_resp *r, const char *fmt, va_list ap) {
   char msg[512];
@@ -180,17 +180,21 @@ static void serve_cmdline(cprof__http_resp *r) {
   ok(r, TEXT, NULL, NULL);
 }
 
-static void serve_cpu(const cprof__http_opts *o, const cprof__http_req *req,
-                      const form *q, cprof__http_resp *r) {
+/* A windowed profile (Go's /debug/pprof/profile): Go's parameters, limits
+ * and texts. The rate parameter is the profile's own (hz for cpu). */
+static void serve_window(const cprof__http_opts *o, const cprof__http_req *req,
+                         const form *q, const cprof__profile_def *def,
+                         cprof__http_resp *r) {
   /* Go: any error from ParseInt, a range error too, means 30. */
   int64_t sec;
   if (!parse_int(q, "seconds", &sec) || sec <= 0) sec = 30;
   int64_t hz = 0;
   size_t hzlen;
-  if (form_value(q, "hz", &hzlen) && hzlen &&
-      (!parse_int(q, "hz", &hz) || hz < 1 || hz > CPROF__CPU_MAX_HZ)) {
-    fail(r, 400, "invalid value for \"hz\" - must be an integer in [1, %d]",
-         CPROF__CPU_MAX_HZ);
+  const char *key = def->rate_key;
+  if (key && form_value(q, key, &hzlen) && hzlen &&
+      (!parse_int(q, key, &hz) || hz < def->rate_min || hz > def->rate_max)) {
+    fail(r, 400, "invalid value for \"%s\" - must be an integer in [%lld, %lld]",
+         key, def->rate_min, def->rate_max);
     return;
   }
   if (sec > o->max_seconds) {
@@ -198,22 +202,22 @@ static void serve_cpu(const cprof__http_opts *o, const cprof__http_req *req,
          o->max_seconds);
     return;
   }
-  if (atomic_exchange(&cpu_in_use, true)) {
+  if (atomic_exchange(&window_in_use, true)) {
     fail(r, 500, "Could not enable CPU profiling: %s",
          cprof_strerror(CPROF_EBUSY));
     return;
   }
-  cprof__cpu_session *s;
-  int err = cprof__cpu_session_start((int)hz, &s);
+  void *w;
+  int err = def->window->start(hz, &w);
   if (err) {
-    atomic_store(&cpu_in_use, false);
+    atomic_store(&window_in_use, false);
     fail(r, 500, "Could not enable CPU profiling: %s", cprof_strerror(err));
     return;
   }
   bool stayed = wait_ns(req, sec * 1000000000);
   cprof_sink sink = cprof_sink_buf(&r->body);
-  err = cprof__cpu_session_stop(s, stayed ? &sink : NULL);
-  atomic_store(&cpu_in_use, false);
+  err = def->window->stop(w, stayed ? &sink : NULL);
+  atomic_store(&window_in_use, false);
   if (!stayed) {
     r->drop = true;
     return;
@@ -222,7 +226,7 @@ static void serve_cpu(const cprof__http_opts *o, const cprof__http_req *req,
     fail(r, 500, "Could not write CPU profile: %s", cprof_strerror(err));
     return;
   }
-  ok(r, OCTETS, "profile", "");
+  ok(r, OCTETS, cprof__profile_route(def), "");
 }
 
 static void serve_delta(const cprof__http_opts *o, const cprof__http_req *req,
@@ -266,12 +270,12 @@ static void serve_delta(const cprof__http_opts *o, const cprof__http_req *req,
 }
 
 /* The debug level a profile is written with. A negative debug is text to
- * Go's handler (Content-Type) but not to runtime/pprof's writers: heap and
- * allocs write text for any debug != 0, every other profile pprof for
- * debug <= 0. */
+ * Go's handler (Content-Type) but not to runtime/pprof's writers: some
+ * profiles (heap, allocs) write text for any debug != 0, the others pprof
+ * for debug <= 0. */
 static int write_debug(const cprof__profile_def *def, int64_t debug) {
   if (debug >= 0) return debug > 1000 ? 1000 : (int)debug;
-  return strcmp(def->name, "heap") == 0 || strcmp(def->name, "allocs") == 0;
+  return def->text_for_negative_debug;
 }
 
 static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
@@ -279,6 +283,10 @@ static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
   const cprof__profile_def *def = cprof__http_find(name);
   if (!def) {
     fail(r, 404, "Unknown profile");
+    return;
+  }
+  if (def->window) {
+    serve_window(o, req, q, def, r);
     return;
   }
   size_t slen;
@@ -386,34 +394,23 @@ static int by_name(const void *a, const void *b) {
  * row is left out (cprof has no execution tracer), and the goroutine?debug=2
  * link appears only when there is a goroutine profile to dump. */
 static void serve_index(cprof__http_resp *r) {
-  size_t n = cprof_profile_count();
-  index_entry *e = cprof__calloc(n + 2, sizeof *e);
+  size_t n = cprof__profiles_count();
+  index_entry *e = cprof__calloc(n + 1, sizeof *e);
   if (!e) {
     fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
     return;
   }
-  bool goroutine = false;
+  /* Go's page links the full goroutine dump by name. */
+  bool goroutine = cprof__http_find("goroutine") != NULL;
   for (size_t i = 0; i < n; i++) {
-    e[i].name = cprof_profile_name(i);
-    e[i].desc = cprof_profile_description(i);
-    /* Go's index says more of heap than the registry (whose text the
-     * viewer shows): its gc parameter, accepted here too. */
-    if (strcmp(e[i].name, "heap") == 0)
-      e[i].desc =
-          "A sampling of memory allocations of live objects. You can specify "
-          "the gc GET parameter to run GC before taking the heap sample.";
-    e[i].count = cprof_profile_entries(e[i].name);
+    const cprof__profile_def *d = cprof__profile_at(i);
+    e[i].name = cprof__profile_route(d);
+    e[i].desc = d->index_description ? d->index_description : d->description;
+    e[i].count = d->entries ? d->entries() : 0;
     if (e[i].count < 0) e[i].count = 0;
-    goroutine |= strcmp(e[i].name, "goroutine") == 0;
   }
   e[n++] = (index_entry){
       "cmdline", "The command line invocation of the current program", 0};
-  e[n++] = (index_entry){
-      "profile",
-      "CPU profile. You can specify the duration in the seconds GET "
-      "parameter. After you get the profile file, use the go tool pprof "
-      "command to investigate the profile.",
-      0};
   qsort(e, n, sizeof *e, by_name);
 
   cprof_buf *b = &r->body;
@@ -648,8 +645,6 @@ static void route(const cprof__http_opts *o, const cprof__http_req *req,
     serve_ui(name + 3, r);
   } else if (strcmp(name, "cmdline") == 0) {
     serve_cmdline(r);
-  } else if (strcmp(name, "profile") == 0) {
-    serve_cpu(o, req, q, r);
   } else if (strcmp(name, "trace") == 0) {
     fail(r, 501,
          "Could not enable tracing: execution traces are not supported by "

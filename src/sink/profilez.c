@@ -11,10 +11,6 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#include "profile/contention.h"
-#include "source/contention.h"
-#include "profile/cpu.h"
-#include "sink/dump.h"
 #include "base/mem.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
@@ -38,20 +34,17 @@ int cprof_profilez(const char *name, int debug, int seconds, cprof_buf *out) {
     return CPROF_EINVAL;
   if (!cprof__profiling_enabled()) return CPROF_ENOTENABLED;
   cprof_sink sink = cprof_sink_buf(out);
-  if (strcmp(name, "profile") == 0 || strcmp(name, "cpu") == 0) {
-    /* Go's /debug/pprof/profile: 30 seconds unless told otherwise; the
-     * CPU profile has no text form. */
-    if (debug != 0) return CPROF_EINVAL;
-    int64_t ns = (int64_t)(seconds ? seconds : 30) * 1000000000;
-    return cprof__cpu_profile_for(cprof__cpu_default_hz(), ns,
-                                  cprof__sleep_wait, NULL, &sink);
-  }
   const cprof__profile_def *def = cprof__profile_find(name);
   if (!def) return CPROF_ENOPROFILE;
-  if (def == &cprof__mutex_profile && !cprof__mutex_profile_enabled())
-    return CPROF_EMUTEXOFF;
-  if (def == &cprof__block_profile && !cprof__block_profile_enabled())
-    return CPROF_EBLOCKOFF;
+  if (def->window) {
+    /* Go's /debug/pprof/profile: 30 seconds unless told otherwise; the
+     * CPU profile has no text form. */
+    if (debug > def->max_debug) return CPROF_EINVAL;
+    int64_t ns = (int64_t)(seconds ? seconds : 30) * 1000000000;
+    return cprof__profile_write_window(def, 0, ns, cprof__sleep_wait, NULL,
+                                       &sink);
+  }
+  if (def->enabled && !def->enabled()) return def->off_error;
   if (seconds == 0) return cprof_profile_write(name, debug, &sink);
   if (debug != 0 || !def->supports_delta) return CPROF_EINVAL;
   return cprof__profile_write_delta(def, (int64_t)seconds * 1000000000,

@@ -98,12 +98,16 @@ typedef struct push_job {
   int sample_rate; /* cpu: hz; 0 otherwise */
 } push_job;
 
-/* The delta profiles: the records at the previous boundary. */
+/* Each pushed profile's state: a windowed profile's current window; a
+ * delta profile's records at the previous boundary. */
 typedef struct delta_state {
-  const char *name;
+  const cprof__profile_def *def;
+  void *window;
   cprof__records last;
   bool have_last;
 } delta_state;
+
+#define PUSH_PROFILES 16
 
 struct cprof_push {
   char *ingest_url; /* base URL + "/ingest" */
@@ -125,8 +129,8 @@ struct cprof_push {
   pthread_t collector, uploader;
   bool collector_started, uploader_started;
 
-  cprof__cpu_session *cpu;
-  delta_state deltas[2];
+  delta_state pushed[PUSH_PROFILES];
+  size_t npushed;
   _Atomic uint64_t uploaded, failed, dropped, retried;
 };
 
@@ -279,8 +283,8 @@ static bool wait_until(cprof_push *p, int64_t deadline_s) {
 
 static void collect_delta(cprof_push *p, delta_state *d, int64_t from_s,
                           int64_t until_s) {
-  const cprof__profile_def *def = cprof__profile_find(d->name);
-  if (!def) return;
+  const cprof__profile_def *def = d->def;
+  if (def->enabled && !def->enabled()) return;
   cprof__records now = {0}, delta = {0};
   if (def->collect(&now) != 0) goto out;
   if (d->have_last && cprof__records_delta(&delta, &d->last, &now) == 0 &&
@@ -288,7 +292,7 @@ static void collect_delta(cprof_push *p, delta_state *d, int64_t from_s,
     cprof_buf data = {0};
     cprof_sink sink = cprof_sink_buf(&data);
     if (def->write(&delta, 0, now.time_ns - d->last.time_ns, &sink) == 0)
-      enqueue(p, d->name, &data, from_s, until_s, 0);
+      enqueue(p, def->name, &data, from_s, until_s, 0);
     cprof_buf_free(&data);
   }
   cprof__records_free(&d->last);
@@ -300,29 +304,49 @@ out:
   cprof__records_free(&delta);
 }
 
-/* One boundary: the CPU window that just ended, a heap snapshot, and the
- * contention deltas. */
-static void collect_window(cprof_push *p, int64_t from_s, int64_t until_s) {
+static int window_rate(const cprof_push *p, const cprof__profile_def *def) {
+  return p->hz ? p->hz : (int)def->window->default_rate();
+}
+
+/* Ends d's window (writing it when sink is set) and starts the next. */
+static void next_window(cprof_push *p, delta_state *d, int64_t from_s,
+                        int64_t until_s, bool start_next) {
+  const cprof__profile_def *def = d->def;
+  void *ended = d->window;
+  d->window = NULL;
+  if (start_next && def->window->start(window_rate(p, def), &d->window) != 0)
+    d->window = NULL;
+  if (!ended) return;
   cprof_buf data = {0};
   cprof_sink sink = cprof_sink_buf(&data);
-  if (p->cpu) {
-    cprof__cpu_session *ended = p->cpu;
-    p->cpu = NULL;
-    cprof__cpu_session_start(p->hz, &p->cpu);
-    if (cprof__cpu_session_stop(ended, &sink) == 0)
-      enqueue(p, "cpu", &data, from_s, until_s, p->hz);
-    cprof_buf_free(&data);
-  } else if (cprof__cpu_session_start(p->hz, &p->cpu) != 0) {
-    p->cpu = NULL;
-  }
-  if (cprof__profile_find("heap") &&
-      cprof_profile_write("heap", 0, &sink) == 0)
-    enqueue(p, "heap", &data, from_s, until_s, 0);
+  if (def->window->stop(ended, start_next ? &sink : NULL) == 0 && start_next)
+    enqueue(p, def->name, &data, from_s, until_s, window_rate(p, def));
   cprof_buf_free(&data);
-  if (cprof__mutex_profile_enabled())
-    collect_delta(p, &p->deltas[0], from_s, until_s);
-  if (cprof__block_profile_enabled())
-    collect_delta(p, &p->deltas[1], from_s, until_s);
+}
+
+/* One boundary: each windowed profile's window that just ended, each
+ * snapshot profile as it stands, and each delta profile's change (the
+ * latter two only while the profile is on). */
+static void collect_window(cprof_push *p, int64_t from_s, int64_t until_s) {
+  static const cprof__push_kind order[] = {
+      CPROF__PUSH_WINDOW, CPROF__PUSH_SNAPSHOT, CPROF__PUSH_DELTA};
+  for (size_t k = 0; k < CPROF__ARRAY_LEN(order); k++) {
+    for (size_t i = 0; i < p->npushed; i++) {
+      delta_state *d = &p->pushed[i];
+      if (d->def->push != order[k]) continue;
+      if (order[k] == CPROF__PUSH_WINDOW) {
+        next_window(p, d, from_s, until_s, true);
+      } else if (order[k] == CPROF__PUSH_DELTA) {
+        collect_delta(p, d, from_s, until_s);
+      } else if (!d->def->enabled || d->def->enabled()) {
+        cprof_buf data = {0};
+        cprof_sink sink = cprof_sink_buf(&data);
+        if (cprof_profile_write(d->def->name, 0, &sink) == 0)
+          enqueue(p, d->def->name, &data, from_s, until_s, 0);
+        cprof_buf_free(&data);
+      }
+    }
+  }
 }
 
 static void *collector_main(void *arg) {
@@ -333,22 +357,29 @@ static void *collector_main(void *arg) {
   /* Windows end on multiples of the interval, so series from many hosts
    * line up. */
   int64_t next = (now / p->interval + 1) * p->interval;
-  if (cprof__cpu_session_start(p->hz, &p->cpu) != 0) {
-    p->cpu = NULL;
-    push_log(p, "CPU profile unavailable; pushing the other profiles");
+  for (size_t i = 0; i < p->npushed; i++) {
+    delta_state *d = &p->pushed[i];
+    if (d->def->push == CPROF__PUSH_WINDOW) {
+      if (d->def->window->start(window_rate(p, d->def), &d->window) != 0) {
+        d->window = NULL;
+        push_log(p, "%s profile unavailable; pushing the other profiles",
+                 d->def->name);
+      }
+    } else if (d->def->push == CPROF__PUSH_DELTA) {
+      /* The deltas start from the state at the beginning. */
+      collect_delta(p, d, from, from);
+    }
   }
-  /* The deltas start from the state at the beginning. */
-  collect_delta(p, &p->deltas[0], from, from);
-  collect_delta(p, &p->deltas[1], from, from);
   while (wait_until(p, next)) {
     collect_window(p, from, next);
     from = next;
     next += p->interval;
   }
-  if (p->cpu) cprof__cpu_session_stop(p->cpu, NULL);
-  p->cpu = NULL;
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(p->deltas); i++)
-    cprof__records_free(&p->deltas[i].last);
+  for (size_t i = 0; i < p->npushed; i++) {
+    delta_state *d = &p->pushed[i];
+    if (d->def->push == CPROF__PUSH_WINDOW) next_window(p, d, 0, 0, false);
+    cprof__records_free(&d->last);
+  }
   cprof__guard_exit();
   return NULL;
 }
@@ -590,12 +621,15 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   pthread_cond_init(&p->cond, NULL);
   p->interval = cfg->interval_seconds ? cfg->interval_seconds : DEFAULT_INTERVAL;
   p->timeout = cfg->timeout_seconds ? cfg->timeout_seconds : DEFAULT_TIMEOUT;
-  p->hz = cfg->cpu_hz ? cfg->cpu_hz : cprof__cpu_default_hz();
+  p->hz = cfg->cpu_hz;
   p->qcap = cfg->queue_length ? (size_t)cfg->queue_length : DEFAULT_QUEUE;
   p->logger = cfg->logger;
   p->logger_ctx = cfg->logger_ctx;
-  p->deltas[0].name = "mutex";
-  p->deltas[1].name = "block";
+  for (size_t i = 0; i < cprof__profiles_count(); i++) {
+    const cprof__profile_def *d = cprof__profile_at(i);
+    if (d->push != CPROF__PUSH_NONE && p->npushed < PUSH_PROFILES)
+      p->pushed[p->npushed++].def = d;
+  }
   size_t ulen = strlen(cfg->url);
   while (ulen && cfg->url[ulen - 1] == '/') ulen--;
   p->queue = cprof__calloc(p->qcap, sizeof *p->queue);

@@ -2,8 +2,9 @@
  * The profile viewer's server side (see ui.h): it hands out the embedded
  * page and a JSON list of the registry's profiles. It owns no state and
  * must never collect a profile itself: the page fetches profiles through
- * the endpoint's ordinary routes, so each one keeps its own rules. It may
- * call the registry's public listing functions only.
+ * the endpoint's ordinary routes, so each one keeps its own rules. It
+ * reads the registry's definitions only (names, descriptions, counts,
+ * which are windowed).
  */
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "cprof_ui_page.h"
 #include "base/mem.h"
+#include "profile/registry.h"
 #include "sink/ui.h"
 
 int cprof__ui_page(cprof_buf *out) {
@@ -33,26 +35,29 @@ static int put_json_string(cprof_buf *b, const char *s) {
   return err ? err : cprof__buf_append(b, "\"", 1);
 }
 
-static int put_entry(cprof_buf *b, bool first, const char *name,
-                     const char *desc, long count) {
+static int put_entry(cprof_buf *b, bool first, const cprof__profile_def *d) {
   int err = cprof__buf_printf(b, "%s{\"name\":", first ? "" : ",");
-  if (!err) err = put_json_string(b, name);
+  if (!err) err = put_json_string(b, cprof__profile_route(d));
   if (!err) err = cprof__buf_printf(b, ",\"description\":");
-  if (!err) err = put_json_string(b, desc ? desc : "");
+  if (!err) err = put_json_string(b, d->description);
+  long count = d->entries ? d->entries() : 0;
   if (!err)
-    err = cprof__buf_printf(b, ",\"count\":%ld}", count < 0 ? 0 : count);
+    err = cprof__buf_printf(b, ",\"count\":%ld,\"windowed\":%s}",
+                            count < 0 ? 0 : count, d->window ? "true" : "false");
   return err;
 }
 
 int cprof__ui_profiles_json(cprof_buf *out) {
   int err = cprof__buf_printf(out, "{\"profiles\":[");
-  if (!err)
-    err = put_entry(out, true, "profile",
-                    "CPU profile over the number of seconds chosen.", 0);
-  for (size_t i = 0; !err && i < cprof_profile_count(); i++) {
-    const char *name = cprof_profile_name(i);
-    err = put_entry(out, false, name, cprof_profile_description(i),
-                    cprof_profile_entries(name));
+  /* Windowed profiles (CPU) first: the viewer opens on the first. */
+  bool first = true;
+  for (int windowed = 1; windowed >= 0; windowed--) {
+    for (size_t i = 0; !err && i < cprof__profiles_count(); i++) {
+      const cprof__profile_def *d = cprof__profile_at(i);
+      if ((d->window != NULL) != windowed) continue;
+      err = put_entry(out, first, d);
+      first = false;
+    }
   }
   if (!err) err = cprof__buf_printf(out, "]}\n");
   return err;

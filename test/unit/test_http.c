@@ -23,7 +23,13 @@ static int fwd_write(const cprof__records *r, int debug, int64_t d,
   return threadcreate->write(r, debug, d, s);
 }
 static const cprof__profile_def nodelta = {
-    "nodelta", "no deltas", false, no_entries, fwd_collect, fwd_write};
+    .name = "nodelta",
+    .description = "no deltas",
+    .max_debug = 2,
+    .entries = no_entries,
+    .collect = fwd_collect,
+    .write = fwd_write,
+};
 
 static const cprof__profile_def *find(const char *name) {
   return strcmp(name, "nodelta") == 0 ? &nodelta : cprof__profile_find(name);
