@@ -13,6 +13,11 @@
 #include "cprof.h"
 
 #define CPROF__HIDDEN __attribute__((visibility("hidden")))
+/* What signal handlers may run lives in its own section; the signal-calls
+ * test checks, from the machine code, that everything a handler reaches
+ * is there and that nothing there calls outside it but an allowlist of
+ * async-signal-safe libc functions. */
+#define CPROF__SIGNAL_SAFE __attribute__((section("cprof_signal_text")))
 #define CPROF__LIKELY(x) __builtin_expect(!!(x), 1)
 #define CPROF__UNLIKELY(x) __builtin_expect(!!(x), 0)
 /* Thread-locals read by signal handlers use the initial-exec model: the

@@ -22,4 +22,4 @@ static int64_t clock_ns(clockid_t id) {
 }
 
 int64_t cprof__now_ns(void) { return clock_ns(CLOCK_REALTIME); }
-int64_t cprof__mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+CPROF__SIGNAL_SAFE int64_t cprof__mono_ns(void) { return clock_ns(CLOCK_MONOTONIC); }

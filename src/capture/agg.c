@@ -89,7 +89,7 @@ static bool drop(cprof__agg *a) {
   return false;
 }
 
-bool cprof__agg_add(cprof__agg *a, cprof__stack_id sid, uint32_t tag,
+CPROF__SIGNAL_SAFE bool cprof__agg_add(cprof__agg *a, cprof__stack_id sid, uint32_t tag,
                     const int64_t *vals) {
   if (sid == CPROF__STACK_NONE) return drop(a);
   uint64_t key = (uint64_t)sid << 32 | tag;

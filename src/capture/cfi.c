@@ -1203,7 +1203,7 @@ bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i, uint32_t *pc,
 
 /* Signal-safe: a branch-light binary search for the last row at or below
  * off. */
-bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr_t off,
+CPROF__SIGNAL_SAFE bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr_t off,
                            cprof__cfi_rule *out) {
   memset(out, 0, sizeof *out);
   if (!t || t->nrows == 0 || off > UINT32_MAX) return false;
@@ -1268,7 +1268,7 @@ static struct {
   int64_t last_build_ns;
 } w;
 
-const cprof__cfi_index *cprof__cfi_read_begin(void) {
+CPROF__SIGNAL_SAFE const cprof__cfi_index *cprof__cfi_read_begin(void) {
   atomic_fetch_add_explicit(&readers, 1, memory_order_seq_cst);
   const cprof__cfi_index *idx =
       atomic_load_explicit(&current_index, memory_order_seq_cst);
@@ -1276,12 +1276,12 @@ const cprof__cfi_index *cprof__cfi_read_begin(void) {
   return idx;
 }
 
-void cprof__cfi_read_end(const cprof__cfi_index *idx) {
+CPROF__SIGNAL_SAFE void cprof__cfi_read_end(const cprof__cfi_index *idx) {
   if (idx) atomic_fetch_sub_explicit(&readers, 1, memory_order_seq_cst);
 }
 
 /* The entry whose executable span holds pc, or NULL. Signal-safe. */
-static const index_entry *index_lookup(const cprof__cfi_index *idx,
+CPROF__SIGNAL_SAFE static const index_entry *index_lookup(const cprof__cfi_index *idx,
                                        uintptr_t pc) {
   if (!idx || idx->n == 0 || pc < idx->e[0].lo) return NULL;
   size_t lo = 0, n = idx->n;
@@ -1293,7 +1293,7 @@ static const index_entry *index_lookup(const cprof__cfi_index *idx,
   return pc < idx->e[lo].hi ? &idx->e[lo] : NULL;
 }
 
-bool cprof__cfi_find(const cprof__cfi_index *idx, uintptr_t pc,
+CPROF__SIGNAL_SAFE bool cprof__cfi_find(const cprof__cfi_index *idx, uintptr_t pc,
                      cprof__cfi_rule *out) {
   memset(out, 0, sizeof *out);
 #if defined(__x86_64__)
@@ -1308,7 +1308,7 @@ bool cprof__cfi_find(const cprof__cfi_index *idx, uintptr_t pc,
 #endif
 }
 
-bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintptr_t pc,
+CPROF__SIGNAL_SAFE bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintptr_t pc,
                            uintptr_t *lo, uintptr_t *hi) {
   const index_entry *e = index_lookup(idx, pc);
   if (!e) return false;

@@ -98,7 +98,7 @@ void cprof__stack_unregister_thread(void) {
   tls_lo = 0;
 }
 
-size_t cprof__stack_room(void) {
+CPROF__SIGNAL_SAFE size_t cprof__stack_room(void) {
   uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
   uintptr_t hi = tls_hi;
   atomic_signal_fence(memory_order_seq_cst);
@@ -178,7 +178,7 @@ static int probe8(uintptr_t addr) {
   return cprof__sys4(SYS_rt_sigprocmask, ~0L, (long)addr, 0L, 8L) == -EINVAL;
 }
 
-int cprof__stack_readable(uintptr_t addr) {
+CPROF__SIGNAL_SAFE int cprof__stack_readable(uintptr_t addr) {
   int saved = errno;
   int ok = probe8(addr);
   /* [addr, addr + 16) may straddle a page boundary. */
@@ -192,7 +192,7 @@ int cprof__stack_readable(uintptr_t addr) {
  * does, -1 when it does not (a seccomp filter, an old kernel). */
 static _Atomic int vm_read_state;
 
-CPROF__NO_SANITIZE_MEM int cprof__safe_read(uintptr_t addr, void *out,
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM int cprof__safe_read(uintptr_t addr, void *out,
                                             size_t len) {
   if (addr < CPROF__PAGE || addr + len < addr || len > 64) return 0;
   int saved = errno;
@@ -278,7 +278,7 @@ static inline uintptr_t strip_return(uintptr_t ret) {
 static _Atomic int unwind_mode = CPROF__UNWIND_AUTO;
 
 void cprof__stack_set_mode(int mode) { atomic_store(&unwind_mode, mode); }
-int cprof__stack_mode(void) { return atomic_load(&unwind_mode); }
+CPROF__SIGNAL_SAFE int cprof__stack_mode(void) { return atomic_load(&unwind_mode); }
 
 /*
  * What a walk knows of the stack it reads: the thread's cached bounds and
@@ -479,7 +479,7 @@ static int find_rule(const cprof__cfi_index *idx, uintptr_t pc,
  * max + skip + MAX_SIGNAL_FRAMES times, since every iteration but a signal
  * frame's emits a frame or stops.
  */
-CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, regs r) {
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, regs r) {
   int mode = atomic_load_explicit(&unwind_mode, memory_order_relaxed);
   const cprof__cfi_index *idx =
       mode == CPROF__UNWIND_FP ? NULL : cprof__cfi_read_begin();
@@ -532,7 +532,7 @@ CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, regs r) {
   if (idx) cprof__cfi_read_end(idx);
 }
 
-size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp, uintptr_t sp,
+CPROF__SIGNAL_SAFE size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp, uintptr_t sp,
                               uintptr_t *pcs, size_t max) {
   if (max == 0) return 0;
   int saved = errno;
@@ -612,7 +612,7 @@ CPROF__NO_SANITIZE_MEM static uintptr_t leaf_return(uintptr_t pc,
 }
 #endif
 
-size_t cprof__stack_walk_ucontext(const void *ucontext, uintptr_t *pcs,
+CPROF__SIGNAL_SAFE size_t cprof__stack_walk_ucontext(const void *ucontext, uintptr_t *pcs,
                                   size_t max) {
   const ucontext_t *uc = ucontext;
   if (!uc || max == 0) return 0;

@@ -142,7 +142,7 @@ static cprof__stack_id fill(table *t, size_t i, const uintptr_t *pcs,
   return (cprof__stack_id)(i + 2);
 }
 
-cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, size_t n) {
+CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, size_t n) {
   table *t = atomic_load_explicit(&the_table, memory_order_acquire);
   if (!t) return CPROF__STACK_OVERFLOW;
   if (!pcs || n == 0 || n > CPROF__STACK_BUF) return overflow(t);

@@ -128,7 +128,7 @@ static bool is_return_address(uintptr_t a) {
 }
 
 /* A frame record at x: {a frame pointer above x, a return address}. */
-static bool plausible_record(uintptr_t x, uintptr_t *page_ok) {
+CPROF__SIGNAL_SAFE static bool plausible_record(uintptr_t x, uintptr_t *page_ok) {
   uintptr_t f, r;
   return read_word(x, page_ok, &f) && f > x &&
          f - x <= ((uintptr_t)1 << 20) && (f & 7) == 0 &&
@@ -193,7 +193,7 @@ static void snapshot_exec_ranges(void) {
   cprof__sym_unlock();
 }
 
-static void on_signal(int sig, siginfo_t *si, void *uc) {
+CPROF__SIGNAL_SAFE static void on_signal(int sig, siginfo_t *si, void *uc) {
   (void)sig;
   (void)si;
   int saved_errno = errno;

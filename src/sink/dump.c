@@ -471,7 +471,7 @@ static void request_dump(int sig) {
 }
 
 /* Waits, at most DUMP_WAIT_MS, until the final dump is over. Signal-safe. */
-static void wait_final(void) {
+CPROF__SIGNAL_SAFE static void wait_final(void) {
   int64_t end = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
   while (!atomic_load(&final_done)) {
     int64_t left = end - cprof__mono_ns();
@@ -484,7 +484,7 @@ static void wait_final(void) {
 
 /* Puts the default disposition back and lets the signal end the process,
  * so the parent sees it die of it. Signal-safe. */
-static _Noreturn void die_of(int sig) {
+CPROF__SIGNAL_SAFE static _Noreturn void die_of(int sig) {
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
   dfl.sa_handler = SIG_DFL;
@@ -507,7 +507,7 @@ static bool own_process(void) {
   return atomic_load(&configured) && getpid() == atomic_load(&self_pid);
 }
 
-static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
+CPROF__SIGNAL_SAFE static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
   int saved_errno = errno;
   int idx = signal_index(sig);
   bool live = own_process();

@@ -77,7 +77,7 @@ static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 
 
 /* Walks and records one sample; on its own frame (the stack buffer is
  * most of a handler's stack use), entered only once the room is known. */
-__attribute__((noinline)) static void take_sample(const siginfo_t *si,
+CPROF__SIGNAL_SAFE __attribute__((noinline)) static void take_sample(const siginfo_t *si,
                                                   void *uc) {
   uintptr_t pcs[CPROF__STACK_BUF];
   size_t n = cprof__stack_walk_ucontext(uc, pcs, CPROF__ARRAY_LEN(pcs));
@@ -102,7 +102,7 @@ static void lose_sample(const siginfo_t *si) {
   }
 }
 
-static void on_sigprof(int sig, siginfo_t *si, void *uc) {
+CPROF__SIGNAL_SAFE static void on_sigprof(int sig, siginfo_t *si, void *uc) {
   (void)sig;
   int saved_errno = errno;
   /* Only our own timers count: a leftover setitimer or a kill(SIGPROF)
