@@ -29,6 +29,26 @@ typedef struct cprof__dynlib {
   char why[200]; /* why it failed */
 } cprof__dynlib;
 
+/*
+ * A library's function table, from an X-macro that names each function
+ * once with the field it goes in:
+ *   #define FOO_FNS(X, v) X(v, foo_open, open) X(v, foo_close, close)
+ *   CPROF__DYNLIB_DEFINE(foo, FOO_FNS, "libfoo.so.1")
+ * defines `foo` (foo.open, foo.close: pointers typed as the functions'
+ * declarations) and `foo_lib`, for cprof__dynload(&foo_lib).
+ */
+#define CPROF__DYN_FIELD(v, sym, field) __typeof__(sym) *field;
+#define CPROF__DYN_SYM(v, sym, field) {#sym, (void **)&v.field},
+#define CPROF__DYNLIB_DEFINE(v, LIST, ...)                                \
+  static struct {                                                       \
+    LIST(CPROF__DYN_FIELD, v)                                           \
+  } v;                                                                  \
+  static const cprof__dynsym v##_syms[] = {LIST(CPROF__DYN_SYM, v)};    \
+  static const char *const v##_sonames[] = {__VA_ARGS__, NULL};         \
+  static cprof__dynlib v##_lib = {v##_sonames, v##_syms,                \
+                                  sizeof v##_syms / sizeof v##_syms[0], \
+                                  0, ""};
+
 /* Loads lib (the first soname that loads) and resolves all its symbols, the
  * first time it is called for lib; later calls return the first result.
  * Returns 0, or CPROF_EUNSUPPORTED with the reason in lib->why. Thread-safe;

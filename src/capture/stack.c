@@ -31,6 +31,7 @@
 #include "base/env.h"
 #include "base/mem.h"
 #include "capture/stack.h"
+#include "base/rng.h"
 #include "base/sys.h"
 
 /*
@@ -412,8 +413,7 @@ static inline uint64_t rule_check(uint64_t val) {
 }
 
 static inline size_t rule_slot_of(uintptr_t pc) {
-  return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15ull) >> 52) &
-         (RULE_CACHE_SLOTS - 1);
+  return cprof__hash_word((uint64_t)pc, 12) & (RULE_CACHE_SLOTS - 1);
 }
 
 /* Packs a rule in 64 bits: kind 4, fp_saved 1, plt_split 5, cfa_off and

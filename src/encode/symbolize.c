@@ -52,100 +52,49 @@
 /* libdw and libelf, loaded when the first session opens (dynload.h). The
  * members keep the libraries' own names: libdw has two prefixes, dwfl_ and
  * dwarf_. */
-static struct {
-  __typeof__(dwarf_attr) *dwarf_attr;
-  __typeof__(dwarf_attr_integrate) *dwarf_attr_integrate;
-  __typeof__(dwarf_decl_file) *dwarf_decl_file;
-  __typeof__(dwarf_filesrc) *dwarf_filesrc;
-  __typeof__(dwarf_formstring) *dwarf_formstring;
-  __typeof__(dwarf_formudata) *dwarf_formudata;
-  __typeof__(dwarf_child) *dwarf_child;
-  __typeof__(dwarf_getsrcfiles) *dwarf_getsrcfiles;
-  __typeof__(dwarf_haspc) *dwarf_haspc;
-  __typeof__(dwarf_lowpc) *dwarf_lowpc;
-  __typeof__(dwarf_ranges) *dwarf_ranges;
-  __typeof__(dwarf_siblingof) *dwarf_siblingof;
-  __typeof__(dwarf_srclang) *dwarf_srclang;
-  __typeof__(dwarf_tag) *dwarf_tag;
-  __typeof__(dwelf_elf_gnu_build_id) *dwelf_elf_gnu_build_id;
-  __typeof__(dwelf_elf_gnu_debuglink) *dwelf_elf_gnu_debuglink;
-  __typeof__(dwfl_addrmodule) *dwfl_addrmodule;
-  __typeof__(dwfl_begin) *dwfl_begin;
-  __typeof__(dwfl_build_id_find_debuginfo) *dwfl_build_id_find_debuginfo;
-  __typeof__(dwfl_end) *dwfl_end;
-  __typeof__(dwfl_lineinfo) *dwfl_lineinfo;
-  __typeof__(dwfl_linux_proc_find_elf) *dwfl_linux_proc_find_elf;
-  __typeof__(dwfl_linux_proc_report) *dwfl_linux_proc_report;
-  __typeof__(dwfl_module_addrdie) *dwfl_module_addrdie;
-  __typeof__(dwfl_module_build_id) *dwfl_module_build_id;
-  __typeof__(dwfl_module_getelf) *dwfl_module_getelf;
-  __typeof__(dwfl_module_getsrc) *dwfl_module_getsrc;
-  __typeof__(dwfl_module_getsym_info) *dwfl_module_getsym_info;
-  __typeof__(dwfl_module_getsymtab) *dwfl_module_getsymtab;
-  __typeof__(dwfl_module_info) *dwfl_module_info;
-  __typeof__(dwfl_report_begin) *dwfl_report_begin;
-  __typeof__(dwfl_report_end) *dwfl_report_end;
-} libdw;
+#define LIBDW_FNS(X, v) \
+  X(v, dwarf_attr, dwarf_attr) \
+  X(v, dwarf_attr_integrate, dwarf_attr_integrate) \
+  X(v, dwarf_decl_file, dwarf_decl_file) \
+  X(v, dwarf_filesrc, dwarf_filesrc) \
+  X(v, dwarf_formstring, dwarf_formstring) \
+  X(v, dwarf_formudata, dwarf_formudata) \
+  X(v, dwarf_child, dwarf_child) \
+  X(v, dwarf_getsrcfiles, dwarf_getsrcfiles) \
+  X(v, dwarf_haspc, dwarf_haspc) \
+  X(v, dwarf_lowpc, dwarf_lowpc) \
+  X(v, dwarf_ranges, dwarf_ranges) \
+  X(v, dwarf_siblingof, dwarf_siblingof) \
+  X(v, dwarf_srclang, dwarf_srclang) \
+  X(v, dwarf_tag, dwarf_tag) \
+  X(v, dwelf_elf_gnu_build_id, dwelf_elf_gnu_build_id) \
+  X(v, dwelf_elf_gnu_debuglink, dwelf_elf_gnu_debuglink) \
+  X(v, dwfl_addrmodule, dwfl_addrmodule) \
+  X(v, dwfl_begin, dwfl_begin) \
+  X(v, dwfl_build_id_find_debuginfo, dwfl_build_id_find_debuginfo) \
+  X(v, dwfl_end, dwfl_end) \
+  X(v, dwfl_lineinfo, dwfl_lineinfo) \
+  X(v, dwfl_linux_proc_find_elf, dwfl_linux_proc_find_elf) \
+  X(v, dwfl_linux_proc_report, dwfl_linux_proc_report) \
+  X(v, dwfl_module_addrdie, dwfl_module_addrdie) \
+  X(v, dwfl_module_build_id, dwfl_module_build_id) \
+  X(v, dwfl_module_getelf, dwfl_module_getelf) \
+  X(v, dwfl_module_getsrc, dwfl_module_getsrc) \
+  X(v, dwfl_module_getsym_info, dwfl_module_getsym_info) \
+  X(v, dwfl_module_getsymtab, dwfl_module_getsymtab) \
+  X(v, dwfl_module_info, dwfl_module_info) \
+  X(v, dwfl_report_begin, dwfl_report_begin) \
+  X(v, dwfl_report_end, dwfl_report_end)
+CPROF__DYNLIB_DEFINE(libdw, LIBDW_FNS, "libdw.so.1")
 
-static const cprof__dynsym libdw_syms[] = {
-    {"dwarf_attr", (void **)&libdw.dwarf_attr},
-    {"dwarf_attr_integrate", (void **)&libdw.dwarf_attr_integrate},
-    {"dwarf_decl_file", (void **)&libdw.dwarf_decl_file},
-    {"dwarf_filesrc", (void **)&libdw.dwarf_filesrc},
-    {"dwarf_formstring", (void **)&libdw.dwarf_formstring},
-    {"dwarf_formudata", (void **)&libdw.dwarf_formudata},
-    {"dwarf_child", (void **)&libdw.dwarf_child},
-    {"dwarf_getsrcfiles", (void **)&libdw.dwarf_getsrcfiles},
-    {"dwarf_haspc", (void **)&libdw.dwarf_haspc},
-    {"dwarf_lowpc", (void **)&libdw.dwarf_lowpc},
-    {"dwarf_ranges", (void **)&libdw.dwarf_ranges},
-    {"dwarf_siblingof", (void **)&libdw.dwarf_siblingof},
-    {"dwarf_srclang", (void **)&libdw.dwarf_srclang},
-    {"dwarf_tag", (void **)&libdw.dwarf_tag},
-    {"dwelf_elf_gnu_build_id", (void **)&libdw.dwelf_elf_gnu_build_id},
-    {"dwelf_elf_gnu_debuglink", (void **)&libdw.dwelf_elf_gnu_debuglink},
-    {"dwfl_addrmodule", (void **)&libdw.dwfl_addrmodule},
-    {"dwfl_begin", (void **)&libdw.dwfl_begin},
-    {"dwfl_build_id_find_debuginfo",
-     (void **)&libdw.dwfl_build_id_find_debuginfo},
-    {"dwfl_end", (void **)&libdw.dwfl_end},
-    {"dwfl_lineinfo", (void **)&libdw.dwfl_lineinfo},
-    {"dwfl_linux_proc_find_elf", (void **)&libdw.dwfl_linux_proc_find_elf},
-    {"dwfl_linux_proc_report", (void **)&libdw.dwfl_linux_proc_report},
-    {"dwfl_module_addrdie", (void **)&libdw.dwfl_module_addrdie},
-    {"dwfl_module_build_id", (void **)&libdw.dwfl_module_build_id},
-    {"dwfl_module_getelf", (void **)&libdw.dwfl_module_getelf},
-    {"dwfl_module_getsrc", (void **)&libdw.dwfl_module_getsrc},
-    {"dwfl_module_getsym_info", (void **)&libdw.dwfl_module_getsym_info},
-    {"dwfl_module_getsymtab", (void **)&libdw.dwfl_module_getsymtab},
-    {"dwfl_module_info", (void **)&libdw.dwfl_module_info},
-    {"dwfl_report_begin", (void **)&libdw.dwfl_report_begin},
-    {"dwfl_report_end", (void **)&libdw.dwfl_report_end},
-};
-static const char *const libdw_sonames[] = {"libdw.so.1", NULL};
-static cprof__dynlib libdw_lib = {libdw_sonames, libdw_syms,
-                                  CPROF__ARRAY_LEN(libdw_syms), 0, ""};
-
-static struct {
-  __typeof__(elf_begin) *elf_begin;
-  __typeof__(elf_end) *elf_end;
-  __typeof__(elf_getphdrnum) *elf_getphdrnum;
-  __typeof__(elf_getscn) *elf_getscn;
-  __typeof__(gelf_getphdr) *gelf_getphdr;
-  __typeof__(gelf_getshdr) *gelf_getshdr;
-} libelf;
-
-static const cprof__dynsym libelf_syms[] = {
-    {"elf_begin", (void **)&libelf.elf_begin},
-    {"elf_end", (void **)&libelf.elf_end},
-    {"elf_getphdrnum", (void **)&libelf.elf_getphdrnum},
-    {"elf_getscn", (void **)&libelf.elf_getscn},
-    {"gelf_getphdr", (void **)&libelf.gelf_getphdr},
-    {"gelf_getshdr", (void **)&libelf.gelf_getshdr},
-};
-static const char *const libelf_sonames[] = {"libelf.so.1", NULL};
-static cprof__dynlib libelf_lib = {libelf_sonames, libelf_syms,
-                                   CPROF__ARRAY_LEN(libelf_syms), 0, ""};
+#define LIBELF_FNS(X, v) \
+  X(v, elf_begin, elf_begin) \
+  X(v, elf_end, elf_end) \
+  X(v, elf_getphdrnum, elf_getphdrnum) \
+  X(v, elf_getscn, elf_getscn) \
+  X(v, gelf_getphdr, gelf_getphdr) \
+  X(v, gelf_getshdr, gelf_getshdr)
+CPROF__DYNLIB_DEFINE(libelf, LIBELF_FNS, "libelf.so.1")
 
 typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len,
                              int *status);

@@ -74,34 +74,18 @@
 #define MHD_LIMIT_SLACK 8
 
 /* libmicrohttpd, loaded when the first server starts (dynload.h). */
-static struct {
-  __typeof__(MHD_add_connection) *add_connection;
-  __typeof__(MHD_add_response_header) *add_response_header;
-  __typeof__(MHD_create_response_from_buffer) *create_response_from_buffer;
-  __typeof__(MHD_create_response_from_buffer_with_free_callback) *create_response_from_buffer_with_free_callback;
-  __typeof__(MHD_destroy_response) *destroy_response;
-  __typeof__(MHD_get_connection_info) *get_connection_info;
-  __typeof__(MHD_get_connection_values_n) *get_connection_values_n;
-  __typeof__(MHD_queue_response) *queue_response;
-  __typeof__(MHD_start_daemon) *start_daemon;
-  __typeof__(MHD_stop_daemon) *stop_daemon;
-} mhd;
-
-static const cprof__dynsym mhd_syms[] = {
-    {"MHD_add_connection", (void **)&mhd.add_connection},
-    {"MHD_add_response_header", (void **)&mhd.add_response_header},
-    {"MHD_create_response_from_buffer", (void **)&mhd.create_response_from_buffer},
-    {"MHD_create_response_from_buffer_with_free_callback", (void **)&mhd.create_response_from_buffer_with_free_callback},
-    {"MHD_destroy_response", (void **)&mhd.destroy_response},
-    {"MHD_get_connection_info", (void **)&mhd.get_connection_info},
-    {"MHD_get_connection_values_n", (void **)&mhd.get_connection_values_n},
-    {"MHD_queue_response", (void **)&mhd.queue_response},
-    {"MHD_start_daemon", (void **)&mhd.start_daemon},
-    {"MHD_stop_daemon", (void **)&mhd.stop_daemon},
-};
-static const char *const mhd_sonames[] = {"libmicrohttpd.so.12", NULL};
-static cprof__dynlib mhd_lib = {mhd_sonames, mhd_syms,
-                                CPROF__ARRAY_LEN(mhd_syms), 0, ""};
+#define MHD_FNS(X, v) \
+  X(v, MHD_add_connection, add_connection) \
+  X(v, MHD_add_response_header, add_response_header) \
+  X(v, MHD_create_response_from_buffer, create_response_from_buffer) \
+  X(v, MHD_create_response_from_buffer_with_free_callback, create_response_from_buffer_with_free_callback) \
+  X(v, MHD_destroy_response, destroy_response) \
+  X(v, MHD_get_connection_info, get_connection_info) \
+  X(v, MHD_get_connection_values_n, get_connection_values_n) \
+  X(v, MHD_queue_response, queue_response) \
+  X(v, MHD_start_daemon, start_daemon) \
+  X(v, MHD_stop_daemon, stop_daemon)
+CPROF__DYNLIB_DEFINE(mhd, MHD_FNS, "libmicrohttpd.so.12")
 
 typedef struct conn conn;
 

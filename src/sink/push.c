@@ -45,51 +45,26 @@
 
 /* libcurl, loaded when the first pusher starts (dynload.h). Debian ships it
  * built on OpenSSL and, as a separate package, on GnuTLS. */
-static struct {
-  __typeof__(curl_easy_cleanup) *easy_cleanup;
-  __typeof__(curl_easy_escape) *easy_escape;
-  __typeof__(curl_easy_getinfo) *easy_getinfo;
-  __typeof__(curl_easy_init) *easy_init;
-  __typeof__(curl_easy_perform) *easy_perform;
-  __typeof__(curl_easy_reset) *easy_reset;
-  __typeof__(curl_easy_setopt) *easy_setopt;
-  __typeof__(curl_free) *free;
-  __typeof__(curl_global_init) *global_init;
-  __typeof__(curl_mime_addpart) *mime_addpart;
-  __typeof__(curl_mime_data) *mime_data;
-  __typeof__(curl_mime_filename) *mime_filename;
-  __typeof__(curl_mime_free) *mime_free;
-  __typeof__(curl_mime_init) *mime_init;
-  __typeof__(curl_mime_name) *mime_name;
-  __typeof__(curl_mime_type) *mime_type;
-  __typeof__(curl_slist_append) *slist_append;
-  __typeof__(curl_slist_free_all) *slist_free_all;
-} libcurl;
-
-static const cprof__dynsym curl_syms[] = {
-    {"curl_easy_cleanup", (void **)&libcurl.easy_cleanup},
-    {"curl_easy_escape", (void **)&libcurl.easy_escape},
-    {"curl_easy_getinfo", (void **)&libcurl.easy_getinfo},
-    {"curl_easy_init", (void **)&libcurl.easy_init},
-    {"curl_easy_perform", (void **)&libcurl.easy_perform},
-    {"curl_easy_reset", (void **)&libcurl.easy_reset},
-    {"curl_easy_setopt", (void **)&libcurl.easy_setopt},
-    {"curl_free", (void **)&libcurl.free},
-    {"curl_global_init", (void **)&libcurl.global_init},
-    {"curl_mime_addpart", (void **)&libcurl.mime_addpart},
-    {"curl_mime_data", (void **)&libcurl.mime_data},
-    {"curl_mime_filename", (void **)&libcurl.mime_filename},
-    {"curl_mime_free", (void **)&libcurl.mime_free},
-    {"curl_mime_init", (void **)&libcurl.mime_init},
-    {"curl_mime_name", (void **)&libcurl.mime_name},
-    {"curl_mime_type", (void **)&libcurl.mime_type},
-    {"curl_slist_append", (void **)&libcurl.slist_append},
-    {"curl_slist_free_all", (void **)&libcurl.slist_free_all},
-};
-static const char *const curl_sonames[] = {"libcurl.so.4",
-                                           "libcurl-gnutls.so.4", NULL};
-static cprof__dynlib curl_lib = {curl_sonames, curl_syms,
-                                 CPROF__ARRAY_LEN(curl_syms), 0, ""};
+#define LIBCURL_FNS(X, v) \
+  X(v, curl_easy_cleanup, easy_cleanup) \
+  X(v, curl_easy_escape, easy_escape) \
+  X(v, curl_easy_getinfo, easy_getinfo) \
+  X(v, curl_easy_init, easy_init) \
+  X(v, curl_easy_perform, easy_perform) \
+  X(v, curl_easy_reset, easy_reset) \
+  X(v, curl_easy_setopt, easy_setopt) \
+  X(v, curl_free, free) \
+  X(v, curl_global_init, global_init) \
+  X(v, curl_mime_addpart, mime_addpart) \
+  X(v, curl_mime_data, mime_data) \
+  X(v, curl_mime_filename, mime_filename) \
+  X(v, curl_mime_free, mime_free) \
+  X(v, curl_mime_init, mime_init) \
+  X(v, curl_mime_name, mime_name) \
+  X(v, curl_mime_type, mime_type) \
+  X(v, curl_slist_append, slist_append) \
+  X(v, curl_slist_free_all, slist_free_all)
+CPROF__DYNLIB_DEFINE(libcurl, LIBCURL_FNS, "libcurl.so.4", "libcurl-gnutls.so.4")
 
 typedef struct push_job {
   char kind[16]; /* profile name, for logs */
@@ -544,7 +519,7 @@ static char *dup_printf(const char *fmt, const char *s) {
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static int curl_loaded = CPROF_EUNSUPPORTED;
 static void curl_init_once(void) {
-  curl_loaded = cprof__dynload(&curl_lib);
+  curl_loaded = cprof__dynload(&libcurl_lib);
   if (curl_loaded) return;
   cprof__guard_enter();
   libcurl.global_init(CURL_GLOBAL_DEFAULT);
@@ -600,7 +575,7 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   }
   pthread_once(&curl_once, curl_init_once);
   if (curl_loaded) {
-    snprintf(err, errlen, "%s", curl_lib.why);
+    snprintf(err, errlen, "%s", libcurl_lib.why);
     return curl_loaded;
   }
   char comm[32];

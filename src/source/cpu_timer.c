@@ -34,6 +34,7 @@
 #include "base/mem.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
+#include "base/rng.h"
 #include "base/sys.h"
 
 #ifndef sigev_notify_thread_id
@@ -127,16 +128,7 @@ static clockid_t thread_cpu_clock(pid_t tid) {
   return (clockid_t)((~(unsigned)tid << 3) | 6);
 }
 
-static uint64_t random_u64(void) {
-  static _Atomic uint64_t state;
-  uint64_t x = atomic_fetch_add(&state, 0x9e3779b97f4a7c15ull) +
-               (uint64_t)cprof__mono_ns();
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+static uint64_t random_u64(void) { return cprof__rng_seed(0); }
 
 /* Arms a timer for tid; engine_lock held. A thread that already exited is
  * not an error. */

@@ -44,6 +44,7 @@
 #include "base/hmap.h"
 #include "base/mem.h"
 #include "base/real_alloc.h"
+#include "base/rng.h"
 #include "base/spin.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
@@ -162,32 +163,8 @@ NO_SAN void cprof__heap_park(void) {
 NO_SAN void cprof__heap_unpark(void) {
   tls_sampler.countdown = tls_parked;
 }
-static _Atomic uint64_t seed_counter;
-
-NO_SAN static uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 NO_SAN static uint64_t new_seed(const void *salt) {
-  uint64_t n = atomic_fetch_add_explicit(&seed_counter, 1, memory_order_relaxed);
-  struct timespec ts = {0, 0};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  uint64_t s = splitmix(((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
-                        splitmix(n) ^ (uint64_t)(uintptr_t)salt);
-  return s ? s : 1;
-}
-
-/* xorshift64*: a few instructions, plenty for drawing intervals. */
-NO_SAN static uint64_t rng_next(uint64_t *s) {
-  uint64_t x = *s;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *s = x;
-  return x * 0x2545f4914f6cdd1dull;
+  return cprof__rng_seed((uint64_t)(uintptr_t)salt);
 }
 
 #define LN2 0.693147180559945309417232121458
@@ -256,7 +233,7 @@ double cprof__heap_exp(double x) {
 
 NO_SAN uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate) {
   /* u is uniform on (0, 1]; -ln(u) * rate is exponential with that mean. */
-  double u = (double)((rng_next(rng) >> 11) + 1) * 0x1p-53;
+  double u = (double)((cprof__rng_next(rng) >> 11) + 1) * 0x1p-53;
   double x = -cprof__heap_ln(u) * (double)rate;
   if (x >= 0x1p62) return (uint64_t)1 << 62;
   uint64_t c = (uint64_t)x;
@@ -526,7 +503,7 @@ NO_SAN static void region_release(size_t i) {
 }
 
 NO_SAN static inline uint64_t addr_hash(const void *p) {
-  return ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+  return ((uint64_t)(uintptr_t)p >> 4) * CPROF__GOLDEN;
 }
 
 NO_SAN static inline _Atomic uint8_t *filter_slot(const void *p) {

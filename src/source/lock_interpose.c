@@ -39,6 +39,7 @@
 #include "base/lock.h"
 #include "base/mem.h"
 #include "base/real.h"
+#include "base/rng.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
@@ -133,15 +134,8 @@ static cprof__stack_id intern_at(frame_ref at) {
 }
 
 static uint64_t rnd(void) {
-  uint64_t x = rnd_state;
-  if (!x)
-    x = (uint64_t)cprof__mono_ns() * 0x9e3779b97f4a7c15ull ^
-        (uint64_t)syscall(SYS_gettid) << 32 ^ 1;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  rnd_state = x;
-  return x * 0x2545f4914f6cdd1dull;
+  if (!rnd_state) rnd_state = cprof__rng_seed((uint64_t)syscall(SYS_gettid));
+  return cprof__rng_next(&rnd_state);
 }
 
 bool cprof__block_weigh(int64_t d, int64_t rate, uint64_t rnd_value,
@@ -192,8 +186,7 @@ static void record_mutex(int64_t d, cprof__stack_id unlocker) {
 }
 
 static size_t slot_hash(uintptr_t key) {
-  return (size_t)(((uint64_t)key * 0x9e3779b97f4a7c15ull) >> 52) &
-         (WAIT_SLOTS - 1);
+  return cprof__hash_word((uint64_t)key, 12) & (WAIT_SLOTS - 1);
 }
 
 /* Registers a waiter on the lock at key; returns its slot or -1 when the
