@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cprof_ui_page.h"
+#include "base/text.h"
 #include "pem.h"
 #include "pprofdec.h"
 
@@ -450,19 +451,14 @@ static const char view_help[] =
     "    pprof profile or is larger than the limit, or OUT cannot be\n"
     "    written; 2 for a usage error.\n";
 
-static const char b64chars[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 static void put_base64(FILE *out, const unsigned char *p, size_t n) {
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)p[i] << 16;
-    if (i + 1 < n) v |= (uint32_t)p[i + 1] << 8;
-    if (i + 2 < n) v |= p[i + 2];
-    char q[4] = {b64chars[v >> 18 & 63], b64chars[v >> 12 & 63],
-                 i + 1 < n ? b64chars[v >> 6 & 63] : '=',
-                 i + 2 < n ? b64chars[v & 63] : '='};
-    fwrite(q, 1, 4, out);
-    if ((i / 3 + 1) % 19 == 0) fputc('\n', out);
+  for (size_t i = 0; i < n; i += CPROF__BASE64_LINE_BYTES) {
+    size_t k = n - i < CPROF__BASE64_LINE_BYTES ? n - i
+                                                : CPROF__BASE64_LINE_BYTES;
+    char line[4 * CPROF__BASE64_LINE_BYTES / 3 + 1];
+    size_t len = cprof__base64(p + i, k, line);
+    line[len++] = '\n';
+    fwrite(line, 1, len, out);
   }
 }
 

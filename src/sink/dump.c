@@ -78,6 +78,7 @@
 #include "base/env.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/text.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
 #include "source/threads.h"
@@ -167,28 +168,17 @@ static void futex_wake(_Atomic int *word) {
   syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
-static const char b64[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /* Appends data as base64 in lines of 64 characters, as PEM has it. */
 static int append_base64(cprof_buf *out, const unsigned char *data,
                          size_t len) {
-  char line[66];
-  size_t col = 0;
   int err = 0;
-  for (size_t i = 0; i < len && !err; i += 3) {
-    unsigned v = (unsigned)data[i] << 16;
-    if (i + 1 < len) v |= (unsigned)data[i + 1] << 8;
-    if (i + 2 < len) v |= data[i + 2];
-    line[col++] = b64[(v >> 18) & 63];
-    line[col++] = b64[(v >> 12) & 63];
-    line[col++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-    line[col++] = i + 2 < len ? b64[v & 63] : '=';
-    if (col == 64 || i + 3 >= len) {
-      line[col++] = '\n';
-      err = cprof__buf_append(out, line, col);
-      col = 0;
-    }
+  for (size_t i = 0; i < len && !err; i += CPROF__BASE64_LINE_BYTES) {
+    size_t n = len - i < CPROF__BASE64_LINE_BYTES ? len - i
+                                                  : CPROF__BASE64_LINE_BYTES;
+    char line[4 * CPROF__BASE64_LINE_BYTES / 3 + 1];
+    size_t col = cprof__base64(data + i, n, line);
+    line[col++] = '\n';
+    err = cprof__buf_append(out, line, col);
   }
   return err;
 }
