@@ -201,7 +201,7 @@ cprof__prof *cprof__prof_begin(const cprof__prof_desc *d,
   p->nvalues = d->nsample_types;
   p->first_is_call = d->first_is_call;
   cprof__sym_lock();
-  cprof__sym_refresh();
+  int sym_err = cprof__sym_refresh();
   p->nmappings = cprof__sym_nmappings();
   p->mappings = cprof__calloc(p->nmappings + 1, sizeof *p->mappings);
   if (!p->mappings) p->err = CPROF_ENOMEM;
@@ -217,6 +217,24 @@ cprof__prof *cprof__prof_begin(const cprof__prof_desc *d,
                     d->duration_nanos);
   if (d->default_sample_type)
     cprof__pprof_default_sample_type(p->enc, d->default_sample_type);
+  /* What went wrong before any sample was written is said in the profile
+   * itself, not dropped. */
+  char text[160];
+  if (sym_err) {
+    snprintf(text, sizeof text,
+             "cprof: the process's mappings could not be read (%s): "
+             "addresses are not symbolized",
+             cprof_strerror(sym_err));
+    cprof__pprof_comment(p->enc, text);
+  }
+  int tab_err = cprof__stacktab_init();
+  if (tab_err) {
+    snprintf(text, sizeof text,
+             "cprof: the stack table could not be made (%s): no stack was "
+             "recorded",
+             cprof_strerror(tab_err));
+    cprof__pprof_comment(p->enc, text);
+  }
   return p;
 }
 

@@ -17,7 +17,10 @@
  * interrupted thread never runs the program's code again and the parent
  * sees the process die of the signal; a handler the program had installed
  * is called once the dump is done (waiting at most DUMP_WAIT_MS), installed
- * with the program's own SA_RESTART choice. At normal exit an atexit
+ * with the program's own SA_RESTART choice. The handler may call only
+ * CPROF__SIGNAL_SAFE code, atomics, futexes and the async-signal-safe
+ * functions test/e2e/signal_calls.sh allows (sigaction, raise, getpid),
+ * plus the program's own handler, through its pointer. At normal exit an atexit
  * handler dumps on the exiting thread, with the dump signals held off.
  *
  * _exit and _Exit are interposed: in the process that configured dumps,

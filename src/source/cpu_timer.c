@@ -10,8 +10,10 @@
  * The SIGPROF handler is async-signal-safe: it walks the stack from the
  * ucontext, interns it, and adds (1 + overruns) samples to every active
  * session's table, keyed by the thread id. It takes no lock, allocates
- * nothing and preserves errno. Everything else here runs in normal context
- * under engine_lock.
+ * nothing and preserves errno. It may call only CPROF__SIGNAL_SAFE code
+ * (capture/'s walker, stack table and aggregation) and raw system calls
+ * (base/sys.h); test/e2e/signal_calls.sh holds it to that. Everything else
+ * here runs in normal context under engine_lock.
  */
 #include <dirent.h>
 #include <dlfcn.h>
