@@ -95,6 +95,14 @@ created=$(awk '/^Samples:/ {on=1; next} /^Locations/ {on=0} on && /^ +[0-9]+:/ {
 [ "$created" -ge 5 ] && [ "$created" -le 40 ] || { cat "$TMP/tc2.txt"; fail "threadcreate delta counted $created threads in 2 s"; }
 echo "ok: threadcreate delta over 2 s: $created threads (p1 - p0, not the total)"
 checks=$((checks + 1))
+# Names: goroutine also answers as threads (cprof's name); the CPU profile
+# answers only at Go's route, /profile, never as cpu.
+st=$(get "$B/threads?debug=1")
+expect_status 200 "$st" "threads?debug=1"
+expect_match "$TMP/body" '^goroutine profile: total [0-9]+$' "threads is the goroutine profile"
+st=$(get "$B/cpu?seconds=1")
+expect_status 404 "$st" "cpu is not a route (Go's is profile)"
+expect_match "$TMP/body" '^Unknown profile$' "cpu: Go's 404 text"
 st=$(get "$B/threadcreate?seconds=1")
 expect_status 200 "$st" "threadcreate?seconds=1"
 [ "$(header Content-Disposition)" = 'attachment; filename="threadcreate-delta"' ] || fail "delta filename"

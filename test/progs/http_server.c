@@ -179,7 +179,7 @@ static const cprof__profile_def nofuncs_def = {
 static const cprof__profile_def *test_find(const char *name) {
   if (strcmp(name, "nodelta") == 0) return &nodelta_def;
   if (strcmp(name, "nofuncs") == 0) return &nofuncs_def;
-  return cprof__profile_find(name);
+  return cprof__profile_find_route(name);
 }
 
 static int refuse(const char *addr) {

@@ -32,7 +32,7 @@ static const cprof__profile_def nodelta = {
 };
 
 static const cprof__profile_def *find(const char *name) {
-  return strcmp(name, "nodelta") == 0 ? &nodelta : cprof__profile_find(name);
+  return strcmp(name, "nodelta") == 0 ? &nodelta : cprof__profile_find_route(name);
 }
 
 static int waits;
