@@ -67,8 +67,10 @@ CPROF__HIDDEN void cprof__cpu_window_free(cprof__cpu_window *w);
 /* The rate the engine samples at now, 0 when it is idle. */
 CPROF__HIDDEN int cprof__cpu_engine_hz(void);
 
-/* Hooks for threads.c: a thread starting (arm its timer if the engine runs)
- * and exiting (disarm it and remember its name). Normal context. */
+/* The thread hooks this source registers with the pthread_create
+ * trampoline (threads.h) when a session first starts: a thread starting
+ * (arm its timer if the engine runs) and exiting (disarm it and remember
+ * its name). Normal context. */
 CPROF__HIDDEN void cprof__cpu_thread_started(void);
 CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
 

@@ -30,6 +30,7 @@
 
 #include "capture/agg.h"
 #include "source/cpu.h"
+#include "source/threads.h"
 #include "base/env.h"
 #include "base/hmap.h"
 #include "base/lock.h"
@@ -256,6 +257,7 @@ static int install_handler(void) {
 }
 
 int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
+  cprof__threads_hooks(cprof__cpu_thread_started, cprof__cpu_thread_exiting);
   if (hz == 0) hz = CPROF__CPU_DEFAULT_HZ;
   if (hz < 1 || hz > CPROF__CPU_MAX_HZ || !out) return CPROF_EINVAL;
   /* The unwind tables cover what is loaded when the profile starts. */

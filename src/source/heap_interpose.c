@@ -41,6 +41,7 @@
 
 #include "base/env.h"
 #include "source/heap.h"
+#include "source/threads.h"
 #include "base/hmap.h"
 #include "base/mem.h"
 #include "base/real_alloc.h"
@@ -1203,6 +1204,7 @@ static void init_once_fn(void) {
   /* Everything here may allocate; none of it may sample, or the sample
    * would wait for this very initialisation. */
   cprof__guard_hooks(cprof__heap_park, cprof__heap_unpark);
+  cprof__threads_hooks(NULL, cprof__heap_thread_exit);
   cprof__guard_enter();
   read_rate();
   /* The allocation interposers, as a program's calls reach them, for the

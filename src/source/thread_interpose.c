@@ -17,8 +17,7 @@
 #include <stdatomic.h>
 
 #include "capture/agg.h"
-#include "source/cpu.h"
-#include "source/heap.h"
+#include "base/lock.h"
 #include "base/mem.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
@@ -47,6 +46,37 @@ static void init_once_fn(void) {
 
 void cprof__threads_init(void) { pthread_once(&init_once, init_once_fn); }
 
+/* The sources' start and exit hooks (threads.h), appended once each. */
+#define MAX_HOOKS 4
+typedef struct thread_hooks {
+  void (*on_start)(void);
+  void (*on_exit)(void);
+} thread_hooks;
+static thread_hooks hooks[MAX_HOOKS];
+static _Atomic size_t nhooks;
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cprof__threads_hooks(void (*on_start)(void), void (*on_exit)(void)) {
+  cprof__lock(&hooks_lock);
+  size_t n = atomic_load(&nhooks);
+  bool known = false;
+  for (size_t i = 0; i < n; i++)
+    known |= hooks[i].on_start == on_start && hooks[i].on_exit == on_exit;
+  if (!known && n < MAX_HOOKS) {
+    hooks[n] = (thread_hooks){on_start, on_exit};
+    atomic_store_explicit(&nhooks, n + 1, memory_order_release);
+  }
+  cprof__unlock(&hooks_lock);
+}
+
+static void run_hooks(bool start) {
+  size_t n = atomic_load_explicit(&nhooks, memory_order_acquire);
+  for (size_t i = 0; i < n; i++) {
+    void (*f)(void) = start ? hooks[i].on_start : hooks[i].on_exit;
+    if (f) f();
+  }
+}
+
 typedef struct thread_start {
   void *(*fn)(void *);
   void *arg;
@@ -56,8 +86,7 @@ typedef struct thread_start {
 static void thread_exiting(void *arg) {
   const thread_start *start = arg;
   cprof__guard_enter();
-  cprof__cpu_thread_exiting();
-  cprof__heap_thread_exit();
+  run_hooks(false);
   cprof__stack_unregister_thread();
   cprof__guard_exit();
   if (start->cprof_thread) cprof__guard_exit();
@@ -71,7 +100,7 @@ static void *cprof__thread_main(void *p) {
   if (start.cprof_thread) cprof__guard_enter();
   cprof__guard_enter();
   cprof__stack_register_thread();
-  cprof__cpu_thread_started();
+  run_hooks(true);
   cprof__guard_exit();
   void *ret;
   pthread_cleanup_push(thread_exiting, &start);

@@ -26,6 +26,15 @@ CPROF__HIDDEN uintptr_t cprof__threads_start_function(void);
 CPROF__HIDDEN int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *),
                                       void *arg, const char *name);
 
+/* Hooks the trampoline runs on each thread it starts, guarded: on_start
+ * as the thread starts (after its stack bounds are registered), on_exit as
+ * it exits, however it exits. Each source registers its own once (the CPU
+ * timers, the heap sampler's spare page), so the sources never call each
+ * other; either may be NULL; at most 4 pairs, a pair given twice counts
+ * once. Thread-safe; normal context. */
+CPROF__HIDDEN void cprof__threads_hooks(void (*on_start)(void),
+                                        void (*on_exit)(void));
+
 /* Prepares the module; idempotent and thread-safe. Not signal-safe. */
 CPROF__HIDDEN void cprof__threads_init(void);
 
