@@ -81,6 +81,7 @@
 #include "base/env.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/sig.h"
 #include "base/text.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
@@ -157,11 +158,6 @@ static const char *signal_name(int sig) {
   }
 }
 
-/* True when sa is a handler function (neither SIG_DFL nor SIG_IGN, which
- * the kernel reads the same whatever sa_flags say). */
-static bool is_handler(const struct sigaction *sa) {
-  return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
-}
 
 static void futex_wait(_Atomic int *word, int val, const struct timespec *rel) {
   syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
@@ -506,7 +502,7 @@ CPROF__SIGNAL_SAFE static void on_dump_signal(int sig, siginfo_t *si, void *uc) 
   bool live = own_process();
   bool terminal = sig != SIGUSR1;
   if (live) request_dump(sig);
-  if (idx >= 0 && is_handler(&previous[idx])) {
+  if (idx >= 0 && cprof__sig_is_function(&previous[idx])) {
     /* The program's own handler runs after the dump, as it would have run
      * without cprof. */
     const struct sigaction *prev = &previous[idx];
@@ -531,7 +527,7 @@ static bool dying(void) {
   if (atomic_load(&exit_pending)) return true;
   int sig = atomic_load(&term_sig);
   int idx = sig ? signal_index(sig) : -1;
-  return idx >= 0 && !is_handler(&previous[idx]);
+  return idx >= 0 && !cprof__sig_is_function(&previous[idx]);
 }
 
 static void *dumper_main(void *arg) {
@@ -587,7 +583,7 @@ static int install_signals(void) {
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_dump_signal;
     sa.sa_flags = SA_SIGINFO;
-    if (is_handler(&cur)) {
+    if (cprof__sig_is_function(&cur)) {
       /* The program chose whether its handler interrupts system calls,
        * and its mask and stack: both stay its own. */
       sa.sa_flags |= cur.sa_flags & (SA_RESTART | SA_ONSTACK);

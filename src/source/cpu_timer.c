@@ -38,6 +38,7 @@
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "base/rng.h"
+#include "base/sig.h"
 #include "base/sys.h"
 
 #ifndef sigev_notify_thread_id
@@ -238,9 +239,7 @@ static int install_handler(void) {
   if (handler_installed && (cur.sa_flags & SA_SIGINFO) &&
       cur.sa_sigaction == on_sigprof)
     return 0;
-  bool is_default = !(cur.sa_flags & SA_SIGINFO) &&
-                    (cur.sa_handler == SIG_DFL || cur.sa_handler == SIG_IGN);
-  if (!is_default) {
+  if (cprof__sig_taken(&cur, on_sigprof)) {
     fprintf(stderr,
             "cprof: CPU profiling disabled: the program has its own SIGPROF "
             "handler\n");
