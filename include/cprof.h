@@ -50,7 +50,9 @@ extern "C" {
   XX(ENOTLOOPBACK, -12, "non-loopback address refused without allow_remote") \
   XX(ECANCELED, -13, "cancelled before the profile was complete")        \
   XX(EMUTEXOFF, -14, "mutex profile is not enabled")                     \
-  XX(EBLOCKOFF, -15, "block profile is not enabled")
+  XX(EBLOCKOFF, -15, "block profile is not enabled")                    \
+  XX(EEXIST, -16, "NewProfile name already in use")                      \
+  XX(EDUPLICATE, -17, "Profile.Add of duplicate value")
 
 typedef enum cprof_err {
 #define CPROF_ERR_ENUM_(name, code, msg) CPROF_##name = (code),
@@ -172,6 +174,103 @@ CPROF_EXPORT int cprof_cpu_stop(const cprof_sink *sink);
 CPROF_EXPORT long cprof_heap_set_rate(long rate);
 
 /*
+ * Profile labels (docs/labels.md). A label set is an immutable list of
+ * key=value string pairs, made once and then referred to by pointer; each
+ * thread has a current set (none at first), which every CPU, heap/allocs,
+ * mutex and block sample the thread takes carries as pprof string labels
+ * (`go tool pprof -tagfocus key=value`, `-tags`), in every channel, dump,
+ * delta and push. Go's pprof.Do, for C.
+ *
+ * cprof_labels_new(base, kv, npairs, &out) makes the set of base's pairs
+ * (base may be NULL) with the npairs pairs kv[0]=kv[1], kv[2]=kv[3], ...
+ * added (a key already in base takes the new value; a later duplicate in
+ * kv wins). Keys are non-empty; both strings are copied. The same content
+ * always gives the same pointer, and sets are never freed: make them once
+ * (per request kind, not per request) and keep them. At most
+ * CPROF_LABELS_MAX_PAIRS pairs per set and 4096 distinct sets per process
+ * (CPROF_ENOMEM beyond). CPROF_EINVAL for NULL out, a NULL string or an
+ * empty key. Thread-safe; not from a signal handler (it may allocate).
+ *
+ * cprof_labels_push(set) makes set (NULL: no labels) the calling thread's
+ * current set and returns the previous one, which the matching
+ * cprof_labels_pop(previous) restores:
+ *
+ *   const cprof_labels *prev = cprof_labels_push(api_labels);
+ *   handle(req);
+ *   cprof_labels_pop(prev);
+ *
+ * Both are one thread-local pointer store: no allocation, no lock, safe
+ * in a signal handler. Nesting is the caller's stack of saved pointers, so
+ * an event loop can also switch to the labels of whichever request it
+ * resumes. cprof_do(set, fn, arg) is push, fn(arg), pop. Threads created
+ * while a set is current start with it (as goroutines inherit labels).
+ */
+#define CPROF_LABELS_MAX_PAIRS 16
+
+typedef struct cprof_labels cprof_labels;
+
+CPROF_EXPORT int cprof_labels_new(const cprof_labels *base,
+                                  const char *const *kv, size_t npairs,
+                                  const cprof_labels **out);
+CPROF_EXPORT const cprof_labels *cprof_labels_push(const cprof_labels *set);
+CPROF_EXPORT void cprof_labels_pop(const cprof_labels *previous);
+CPROF_EXPORT void cprof_do(const cprof_labels *set, void (*fn)(void *arg),
+                           void *arg);
+/* The calling thread's current set (NULL: none). Signal-safe. */
+CPROF_EXPORT const cprof_labels *cprof_labels_current(void);
+/* The value of key in set, or NULL (Go's pprof.Label). Signal-safe. */
+CPROF_EXPORT const char *cprof_labels_value(const cprof_labels *set,
+                                            const char *key);
+
+/*
+ * Custom profiles (Go's pprof.NewProfile): an application tracks its own
+ * resources (descriptors, connections, sessions) by the stack that made
+ * each, and the profile is served like the built-in ones, under its name,
+ * at every channel (HTTP /debug/pprof/<name> and the index, profilez, the
+ * dump item "custom", the viewer), with Go's debug=0 and debug=1 formats
+ * and ?seconds=N deltas.
+ *
+ * cprof_profile_new(name, description, &out): CPROF_EEXIST when a profile
+ * of that name exists (built-in or custom; Go panics), CPROF_EINVAL for an
+ * empty name or one no channel could carry (longer than 128 bytes, a
+ * space, a control character or one of ",=:?#%&\"), or a name a route
+ * already takes ("profile", "cpu", "cmdline", "symbol", "trace",
+ * "threads"); CPROF_ENOMEM past 64 custom profiles. description may be
+ * NULL. Profiles are never deleted.
+ *
+ * cprof_profile_add(p, key, skip) records key with the calling thread's
+ * stack (skip = 0: starting at the caller of cprof_profile_add; each 1
+ * skips one more frame, as Go's skip) and current labels;
+ * CPROF_EDUPLICATE when key is already in the profile (Go panics).
+ * cprof_profile_remove(p, key) forgets it (nothing for an absent key).
+ * key is an integer or a pointer cast to uintptr_t (not UINTPTR_MAX:
+ * CPROF_EINVAL). All three are
+ * thread-safe; add and remove take a lock and may allocate.
+ */
+typedef struct cprof_profile cprof_profile;
+
+CPROF_EXPORT int cprof_profile_new(const char *name, const char *description,
+                                   cprof_profile **out);
+CPROF_EXPORT int cprof_profile_add(cprof_profile *p, uintptr_t key, int skip);
+CPROF_EXPORT int cprof_profile_remove(cprof_profile *p, uintptr_t key);
+/* How many keys p holds (Go's Profile.Count). */
+CPROF_EXPORT long cprof_profile_len(const cprof_profile *p);
+
+/*
+ * The peak heap profile, "heap_peak" (docs/labels.md): the sampled live
+ * heap as it stood at the highest sampled in-use total seen since
+ * profiling was enabled (cprof_enable, the HTTP endpoint, dumps or the
+ * pusher) or since the last reset, in the heap profile's format. A thread
+ * of cprof's checks the sampled total every CPROF_HEAP_PEAK_MS
+ * milliseconds (default 50) and keeps a copy of the live set's records
+ * when it has grown past the kept peak: no cost on any allocation.
+ * cprof_heap_peak_reset() forgets the peak (as /debug/pprof/heap_peak
+ * ?reset=1 does after serving it) and starts the tracker if it is not
+ * running. Thread-safe.
+ */
+CPROF_EXPORT int cprof_heap_peak_reset(void);
+
+/*
  * The HTTP endpoint: Go's /debug/pprof/ routes, parameters, headers, status
  * codes and error texts (index, cmdline, profile, symbol and every named
  * profile with debug and seconds deltas), served by a dedicated
@@ -250,7 +349,7 @@ CPROF_EXPORT int cprof_http_port(const cprof_http *srv);
  * the first '=' after a name starts its parameters, which are key=value
  * pairs separated by ':', e.g. "cpu,heap=debug=1,mutex=debug=1:rate=1000".
  * Names: cpu, heap, allocs, threadcreate, goroutine (threads), mutex,
- * block. Keys: debug (0 = gzipped pprof, 1 or 2 = Go's text; cpu has only
+ * block, heap_peak, and custom (a block per custom profile at the dump). Keys: debug (0 = gzipped pprof, 1 or 2 = Go's text; cpu has only
  * 0), rate (heap/allocs: sampling bytes; mutex: fraction; block:
  * nanoseconds), hz (cpu).
  *

@@ -41,6 +41,7 @@
 #include "source/heap.h"
 #include "sink/http.h"
 #include "base/mem.h"
+#include "profile/heap_peak.h"
 #include "sink/push.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
@@ -308,6 +309,7 @@ __attribute__((constructor)) static void cprof__init(void) {
   cprof__stack_init();
   cprof__threads_init();
   cprof__heap_init();
+  cprof__heap_peak_init();
   cprof__contention_env_init();
   /* Last: dumps start profiles the other modules provide. */
   cprof__dump_env_init();

@@ -20,6 +20,7 @@
 #include "base/mem.h"
 #include "encode/writer.h"
 #include "capture/interposers.h"
+#include "capture/labels.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"
 #include "source/threads.h"
@@ -265,9 +266,28 @@ size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs) {
   return npcs;
 }
 
+/* A labelled stack's set (capture/labels.h), with the profile's own labels,
+ * as the sample's labels; labels is returned when the stack has none. */
+static const cprof__pprof_label *with_set_labels(
+    const uintptr_t *pcs, size_t *npcs, const cprof__pprof_label *labels,
+    size_t *nlabels, cprof__pprof_label *buf, size_t cap) {
+  const cprof_labels *set = cprof__labels_strip(pcs, npcs);
+  if (!set || *nlabels > cap) return labels;
+  const char *const *kv;
+  size_t n = cprof__labels_pairs(set, &kv), len = *nlabels;
+  for (size_t i = 0; i < len; i++) buf[i] = labels[i];
+  for (size_t i = 0; i < n && len < cap; i++)
+    buf[len++] = (cprof__pprof_label){.key = kv[2 * i], .str = kv[2 * i + 1]};
+  *nlabels = len;
+  return buf;
+}
+
 void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
                         const int64_t *values,
                         const cprof__pprof_label *labels, size_t nlabels) {
+  cprof__pprof_label set_labels[CPROF_LABELS_MAX_PAIRS + 4];
+  labels = with_set_labels(pcs, &npcs, labels, &nlabels, set_labels,
+                           CPROF__ARRAY_LEN(set_labels));
   npcs = cprof__visible_depth(pcs, npcs);
   if (npcs > p->loc_cap) {
     uint64_t *ids = cprof__realloc(p->loc_ids, npcs * sizeof *ids);
@@ -334,6 +354,7 @@ void cprof__text_begin_calls(void) {
 void cprof__text_end(void) { cprof__sym_unlock(); }
 
 int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
+  cprof__labels_strip(pcs, &npcs); /* Go's text has no labels here */
   npcs = cprof__visible_depth(pcs, npcs);
   int err = cprof__buf_printf(out, " @");
   for (size_t i = 0; !err && i < npcs; i++)

@@ -4,6 +4,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +17,7 @@
 #include "profile/heap.h"
 #include "source/heap.h"
 #include "base/hmap.h"
+#include "base/lock.h"
 #include "base/mem.h"
 #include "profile/cpu.h"
 #include "profile/registry.h"
@@ -30,9 +33,27 @@ static const cprof__profile_def *const profiles[] = {
     &cprof__threadcreate_profile,
 };
 
-size_t cprof__profiles_count(void) { return CPROF__ARRAY_LEN(profiles); }
+/* Registered profiles (the custom ones, heap_peak): each registration
+ * publishes a new list of every profile in name order, which readers load
+ * without a lock; lists are never freed (at most CPROF__PROFILES_EXTRA are
+ * made), and each keeps the one before it reachable. */
+typedef struct profile_list {
+  const struct profile_list *prev;
+  size_t n;
+  const cprof__profile_def *v[];
+} profile_list;
+
+static _Atomic(const profile_list *) registered;
+static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
+
+size_t cprof__profiles_count(void) {
+  const profile_list *l = atomic_load(&registered);
+  return l ? l->n : CPROF__ARRAY_LEN(profiles);
+}
 
 const cprof__profile_def *cprof__profile_at(size_t i) {
+  const profile_list *l = atomic_load(&registered);
+  if (l) return i < l->n ? l->v[i] : NULL;
   return i < CPROF__ARRAY_LEN(profiles) ? profiles[i] : NULL;
 }
 
@@ -40,12 +61,42 @@ static bool named(const char *a, const char *b) {
   return a && strcmp(a, b) == 0;
 }
 
+static int by_def_name(const void *a, const void *b) {
+  return strcmp((*(const cprof__profile_def *const *)a)->name,
+                (*(const cprof__profile_def *const *)b)->name);
+}
+
+int cprof__profile_register(const cprof__profile_def *def) {
+  if (!def || !def->name) return CPROF_EINVAL;
+  cprof__lock(&register_lock);
+  const profile_list *old = atomic_load(&registered);
+  size_t n = cprof__profiles_count();
+  int err = 0;
+  profile_list *l = NULL;
+  if (cprof__profile_find(def->name) || cprof__profile_find_route(def->name) ||
+      (def->alias && cprof__profile_find(def->alias)))
+    err = CPROF_EEXIST;
+  else if (n >= CPROF__ARRAY_LEN(profiles) + CPROF__PROFILES_EXTRA ||
+           !(l = cprof__malloc(sizeof *l + (n + 1) * sizeof l->v[0])))
+    err = CPROF_ENOMEM;
+  if (!err) {
+    for (size_t i = 0; i < n; i++) l->v[i] = cprof__profile_at(i);
+    l->v[n] = def;
+    l->n = n + 1;
+    l->prev = old;
+    qsort(l->v, l->n, sizeof l->v[0], by_def_name);
+    atomic_store(&registered, l);
+  }
+  cprof__unlock(&register_lock);
+  return err;
+}
+
 const cprof__profile_def *cprof__profile_find(const char *name) {
   if (!name) return NULL;
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(profiles); i++) {
-    const cprof__profile_def *d = profiles[i];
-    if (named(d->name, name) || named(d->alias, name) ||
-        named(d->route, name))
+  for (size_t i = 0, n = cprof__profiles_count(); i < n; i++) {
+    const cprof__profile_def *d = cprof__profile_at(i);
+    if (d && (named(d->name, name) || named(d->alias, name) ||
+              named(d->route, name)))
       return d;
   }
   return NULL;
@@ -53,10 +104,10 @@ const cprof__profile_def *cprof__profile_find(const char *name) {
 
 const cprof__profile_def *cprof__profile_find_route(const char *name) {
   if (!name) return NULL;
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(profiles); i++) {
-    const cprof__profile_def *d = profiles[i];
-    if (named(cprof__profile_route(d), name) ||
-        (!d->window && named(d->alias, name)))
+  for (size_t i = 0, n = cprof__profiles_count(); i < n; i++) {
+    const cprof__profile_def *d = cprof__profile_at(i);
+    if (d && (named(cprof__profile_route(d), name) ||
+              (!d->window && named(d->alias, name))))
       return d;
   }
   return NULL;
@@ -65,15 +116,19 @@ const cprof__profile_def *cprof__profile_find_route(const char *name) {
 /* The public listing is of the profiles cprof_profile_write can write at
  * any moment: the snapshot ones. */
 static const cprof__profile_def *snapshot_at(size_t i) {
-  for (size_t k = 0; k < CPROF__ARRAY_LEN(profiles); k++)
-    if (!profiles[k]->window && i-- == 0) return profiles[k];
+  for (size_t k = 0, n = cprof__profiles_count(); k < n; k++) {
+    const cprof__profile_def *d = cprof__profile_at(k);
+    if (d && !d->window && i-- == 0) return d;
+  }
   return NULL;
 }
 
 size_t cprof_profile_count(void) {
   size_t n = 0;
-  for (size_t k = 0; k < CPROF__ARRAY_LEN(profiles); k++)
-    n += profiles[k]->window == NULL;
+  for (size_t k = 0, all = cprof__profiles_count(); k < all; k++) {
+    const cprof__profile_def *d = cprof__profile_at(k);
+    n += d && d->window == NULL;
+  }
   return n;
 }
 

@@ -78,6 +78,8 @@ typedef struct cprof__profile_def {
    * nonzero) as pprof (debug 0) or Go's text (debug >= 1). */
   int (*write)(const cprof__records *recs, int debug, int64_t duration_ns,
                const cprof_sink *sink);
+  /* Forgets what the profile holds, for ?reset=1 (NULL: not supported). */
+  void (*reset)(void);
 } cprof__profile_def;
 
 /* Every profile, in name order. */
@@ -105,6 +107,13 @@ CPROF__HIDDEN int cprof__profile_write_delta(const cprof__profile_def *def,
                                              int64_t ns, cprof__wait_fn wait,
                                              void *ctx,
                                              const cprof_sink *sink);
+
+/* Adds def (which must live as long as the process) to the profiles the
+ * registry lists and finds: the custom profiles and heap_peak. Returns 0,
+ * CPROF_EEXIST when the name is taken, CPROF_ENOMEM when
+ * CPROF__PROFILES_EXTRA are registered. Thread-safe. */
+#define CPROF__PROFILES_EXTRA 72
+CPROF__HIDDEN int cprof__profile_register(const cprof__profile_def *def);
 
 /* The definition for name (its name, alias or route), or NULL. */
 CPROF__HIDDEN const cprof__profile_def *cprof__profile_find(const char *name);

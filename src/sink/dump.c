@@ -76,6 +76,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "profile/custom.h"
 #include "sink/dump.h"
 #include "sink/dumpspec.h"
 #include "base/env.h"
@@ -403,6 +404,22 @@ static void start_window(size_t i) {
 /* Writes every listed profile; dump_lock held. The CPU window ends here
  * and, when the program carries on, a new one starts. Once the output has
  * failed, the rest of the dump is not even collected. */
+/* The dump item "custom": a block per custom profile (profile/custom.h). */
+static void dump_custom(dump_out *o, int debug, const char *reason,
+                        int64_t deadline, int *out_err) {
+  for (size_t i = 0; !*out_err && i < cprof__custom_count(); i++) {
+    const char *name = cprof__custom_name(i);
+    cprof_buf data = {0};
+    cprof_sink sink = cprof_sink_buf(&data);
+    int err = cprof_profile_write(name, debug, &sink);
+    if (!err)
+      *out_err = write_block(o, name, debug, reason, &data, deadline);
+    else
+      cprof__warn("dump of %s failed: %s", name, cprof_strerror(err));
+    cprof_buf_free(&data);
+  }
+}
+
 static void dump_all(const char *reason, bool restart_cpu) {
   int64_t deadline = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
   dump_out *o = current_out();
@@ -413,6 +430,10 @@ static void dump_all(const char *reason, bool restart_cpu) {
     cprof_sink sink = cprof_sink_buf(&data);
     int err;
     const cprof__profile_def *def = cprof__profile_find(it->name);
+    if (!def) { /* "custom": every custom profile, one block each */
+      if (!out_err) dump_custom(o, it->debug, reason, deadline, &out_err);
+      continue;
+    }
     if (def->window) {
       if (!windows[i]) continue;
       err = def->window->stop(windows[i], out_err ? NULL : &sink);
@@ -691,7 +712,7 @@ static void apply_rates(void) {
   for (size_t i = 0; i < spec.n; i++) {
     const cprof__dump_item *it = &spec.items[i];
     const cprof__profile_def *def = cprof__profile_find(it->name);
-    if (it->has_rate && def->set_rate) def->set_rate(it->rate);
+    if (it->has_rate && def && def->set_rate) def->set_rate(it->rate);
   }
 }
 
@@ -699,7 +720,7 @@ static void apply_rates(void) {
 #define DUMP_NAMES 32
 static cprof__dump_profile dump_names[DUMP_NAMES];
 static size_t ndump_names;
-static pthread_once_t dump_names_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t dump_names_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void add_dump_name(const char *name, const cprof__profile_def *d) {
   if (!name || ndump_names == DUMP_NAMES) return;
@@ -714,19 +735,29 @@ static void add_dump_name(const char *name, const cprof__profile_def *d) {
   };
 }
 
+/* Made at each parse, so profiles registered since (heap_peak) are
+ * known. "custom" stands for every custom profile there is at the dump. */
 static void make_dump_names(void) {
+  ndump_names = 0;
   for (size_t i = 0; i < cprof__profiles_count(); i++) {
     const cprof__profile_def *d = cprof__profile_at(i);
     add_dump_name(d->name, d);
     add_dump_name(d->alias, d);
   }
+  if (ndump_names < DUMP_NAMES)
+    dump_names[ndump_names++] =
+        (cprof__dump_profile){.name = "custom", .canonical = "custom",
+                              .max_debug = 2};
 }
 
 int cprof__dump_parse(const char *spec_text, cprof__dump_spec *out,
                       char *err, size_t errlen) {
-  pthread_once(&dump_names_once, make_dump_names);
-  return cprof__dump_parse_with(dump_names, ndump_names, spec_text, out, err,
-                                errlen);
+  cprof__lock(&dump_names_lock);
+  make_dump_names();
+  int rc = cprof__dump_parse_with(dump_names, ndump_names, spec_text, out,
+                                  err, errlen);
+  cprof__unlock(&dump_names_lock);
+  return rc;
 }
 
 static int configure(const char *text, char *errbuf, size_t errlen) {
@@ -747,8 +778,10 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   if (path) open_dump_out(path);
   if (file_out.fd < 0) keep_stderr();
   apply_rates();
-  for (size_t i = 0; i < spec.n; i++)
-    if (cprof__profile_find(spec.items[i].name)->window) start_window(i);
+  for (size_t i = 0; i < spec.n; i++) {
+    const cprof__profile_def *d = cprof__profile_find(spec.items[i].name);
+    if (d && d->window) start_window(i);
+  }
   pthread_t t;
   if (cprof__thread_spawn(&t, dumper_main, NULL, "cprof-dump") != 0) {
     atomic_store(&configured, false);

@@ -301,6 +301,8 @@ static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
   int err = def->collect(&recs);
   if (!err) err = def->write(&recs, write_debug(def, debug), 0, &sink);
   cprof__records_free(&recs);
+  /* ?reset=1 (heap_peak): forget what was just served. */
+  if (!err && def->reset && atoi_or_zero(q, "reset") != 0) def->reset();
   if (err) {
     fail(r, 500, "failed to write profile: %s", cprof_strerror(err));
     return;

@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "profile/heap_peak.h"
 #include "base/mem.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
@@ -20,7 +21,10 @@
 
 static atomic_bool enabled;
 
-void cprof__mark_enabled(void) { atomic_store(&enabled, true); }
+void cprof__mark_enabled(void) {
+  atomic_store(&enabled, true);
+  cprof__heap_peak_start(); /* the peak is kept from now on */
+}
 bool cprof__profiling_enabled(void) { return atomic_load(&enabled); }
 
 int cprof_enable(void) {

@@ -36,6 +36,7 @@
 #include "base/lock.h"
 #include "base/mem.h"
 #include "capture/stack.h"
+#include "capture/labels.h"
 #include "capture/stacktab.h"
 #include "base/rng.h"
 #include "base/sig.h"
@@ -86,6 +87,7 @@ CPROF__SIGNAL_SAFE __attribute__((noinline)) static void take_sample(const sigin
                                                   void *uc) {
   uintptr_t pcs[CPROF__STACK_BUF];
   size_t n = cprof__stack_walk_ucontext(uc, pcs, CPROF__ARRAY_LEN(pcs));
+  n = cprof__labels_mark(pcs, n, CPROF__ARRAY_LEN(pcs));
   cprof__stack_id sid = cprof__stacktab_intern(pcs, n);
   int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
   const int64_t vals[2] = {weight, weight * period_ns};

@@ -49,6 +49,7 @@
 #include "base/spin.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
+#include "capture/labels.h"
 #include "capture/stacktab.h"
 
 /* The interposers and everything they reach before a sample run
@@ -840,6 +841,7 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
     if (depth >= 1 && cprof__stack_mode() == CPROF__UNWIND_FP &&
         in_operator_new(pcs[0]))
       depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
+    depth = cprof__labels_mark(pcs, depth, CPROF__ARRAY_LEN(pcs));
     cprof__stack_id sid = intern_stack(pcs, depth);
     const int64_t v[2] = {1, (int64_t)n};
     uint64_t m = make_meta(sid, n);

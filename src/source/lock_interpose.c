@@ -42,6 +42,7 @@
 #include "base/rng.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
+#include "capture/labels.h"
 #include "capture/stacktab.h"
 
 /* Distinct stacks each profile keeps; more are counted as drops. */
@@ -130,6 +131,7 @@ static cprof__stack_id intern_at(frame_ref at) {
   uintptr_t pcs[CPROF__STACK_BUF];
   size_t n = cprof__stack_walk_from(at.pc, at.fp, at.sp, pcs,
                                     CPROF__ARRAY_LEN(pcs));
+  n = cprof__labels_mark(pcs, n, CPROF__ARRAY_LEN(pcs));
   return cprof__stacktab_intern(pcs, n);
 }
 
@@ -180,6 +182,8 @@ static void record_mutex(int64_t d, cprof__stack_id unlocker) {
     const uintptr_t pc = (uintptr_t)cprof_unknown_unlocker;
     unlocker = cprof__stacktab_intern(&pc, 1);
   }
+  /* The wait is the waiter's: its labels, on the unlocker's stack. */
+  unlocker = cprof__labels_restack(unlocker);
   const int64_t v[2] = {(int64_t)frac * CPROF__CONTENTION_UNIT,
                         (int64_t)frac * d};
   cprof__agg_add(agg, unlocker, 0, v);

@@ -81,6 +81,7 @@ typedef struct thread_start {
   void *(*fn)(void *);
   void *arg;
   bool cprof_thread; /* created by cprof's own code: guarded for life */
+  const cprof_labels *labels; /* the creator's, which the thread inherits */
 } thread_start;
 
 static void thread_exiting(void *arg) {
@@ -102,6 +103,7 @@ static void *cprof__thread_main(void *p) {
   cprof__stack_register_thread();
   run_hooks(true);
   cprof__guard_exit();
+  cprof_labels_push(start.labels);
   void *ret;
   pthread_cleanup_push(thread_exiting, &start);
   ret = start.fn(start.arg);
@@ -128,7 +130,7 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   thread_start *start = cprof__malloc(sizeof *start);
   int rc;
   if (start) {
-    *start = (thread_start){fn, arg, cprof_thread};
+    *start = (thread_start){fn, arg, cprof_thread, cprof_labels_current()};
     rc = real(thread, attr, cprof__thread_main, start);
     if (rc != 0) cprof__free(start);
   } else {
@@ -157,7 +159,7 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
   if (!real) return EAGAIN;
   thread_start *start = cprof__malloc(sizeof *start);
   if (!start) return ENOMEM;
-  *start = (thread_start){fn, arg, true};
+  *start = (thread_start){fn, arg, true, NULL};
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
