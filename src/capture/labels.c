@@ -75,7 +75,7 @@ static const cprof_labels *by_id(uintptr_t id) {
   return atomic_load_explicit(&sets[id - 1], memory_order_acquire);
 }
 
-size_t cprof__labels_mark(uintptr_t *pcs, size_t n, size_t cap) {
+CPROF__SIGNAL_SAFE size_t cprof__labels_mark(uintptr_t *pcs, size_t n, size_t cap) {
   const cprof_labels *set = tls_labels;
   if (!set || cap < 2) return n;
   if (n >= cap) {
