@@ -12,6 +12,9 @@
 #define CPROF_SYS_H
 
 #include <errno.h>
+#include <stddef.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Always inlined, so that each takes its caller's sanitizer attributes:
@@ -55,6 +58,38 @@ CPROF__SYS_INLINE long cprof__sys6(long n, long a, long b, long c, long d,
 
 CPROF__SYS_INLINE long cprof__sys4(long n, long a, long b, long c, long d) {
   return cprof__sys6(n, a, b, c, d, 0, 0);
+}
+
+/* A zero-filled private anonymous mapping of len bytes (MAP_NORESERVE:
+ * pages cost memory only once touched, but address space at once, as
+ * `ulimit -v` counts it), or NULL when the kernel refuses. For tables that
+ * grow from a signal handler or an allocation path: errno is kept. A
+ * sanitized build maps through libc, so that the runtime hears of the
+ * mapping (TSan keeps shadow state per address). */
+CPROF__SYS_INLINE void *cprof__sys_map(size_t len) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  int saved = errno;
+  void *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  errno = saved;
+  return p == MAP_FAILED ? NULL : p;
+#else
+  long r = cprof__sys6(SYS_mmap, 0, (long)len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return r < 0 && r > -4096 ? NULL : (void *)r;
+#endif
+}
+
+/* Gives back a mapping cprof__sys_map made (a chunk that lost the race to
+ * be published); errno is kept. */
+CPROF__SYS_INLINE void cprof__sys_unmap(void *p, size_t len) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  int saved = errno;
+  munmap(p, len);
+  errno = saved;
+#else
+  cprof__sys6(SYS_munmap, (long)p, (long)len, 0, 0, 0, 0);
+#endif
 }
 
 #endif

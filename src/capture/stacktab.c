@@ -1,10 +1,14 @@
 /*
- * The stack table. It owns one anonymous mapping, reserved by
- * cprof__stacktab_init() and never freed: a header, an open-addressing array
- * of slots (linear probing, at most 75% full) and a pool of frames handed out
- * by an atomic bump pointer. cprof__stacktab_intern() and _get() run in
- * signal context: they must never lock, allocate, wait for another thread or
- * change errno. Initialisation may call mmap and runs in normal context only.
+ * The stack table. It owns one anonymous mapping made by
+ * cprof__stacktab_init() and never freed (a header and an open-addressing
+ * array of slots, linear probing, at most 75% full), and a pool of frames
+ * handed out by an atomic bump pointer. The pool is a fixed table of
+ * chunks, each mapped the first time a stack needs it and published by
+ * compare-and-swap, so that loading cprof reserves only the slots; a chunk
+ * never moves once published. cprof__stacktab_intern() and _get() run in
+ * signal context: they must never lock, allocate (but map a chunk by a raw
+ * system call), wait for another thread or change errno. Initialisation
+ * may call mmap and runs in normal context only.
  *
  * A slot is empty while its hash is 0. An inserter claims it by setting the
  * hash with compare-and-swap, takes frames from the pool, copies the stack
@@ -14,18 +18,29 @@
  * probing, so a stack being inserted concurrently can end up with two ids.
  * Readers merge stacks by content, so the duplicate costs only space.
  *
+ * A stack's frames lie in one chunk: one that would cross a chunk's end
+ * starts the next chunk instead. When a chunk cannot be mapped (`ulimit -v`),
+ * the stack goes to the overflow id like one that finds the table full, and
+ * a later stack tries the mapping again.
+ *
  * An id is its slot's index plus 2, which keeps 0 (none) and 1 (overflow)
  * free and makes _get() a single indexed load.
  */
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/sys.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 
 #define CPROF__STACKTAB_SLOTS ((size_t)1 << 16)
 #define CPROF__STACKTAB_FRAMES ((size_t)2 << 20)
+/* The frame pool's chunks: at most POOL_CHUNKS of them, 16 Ki frames
+ * (128 KiB) each for the default pool, larger for a larger one. */
+#define POOL_CHUNKS 128
+#define POOL_CHUNK_SHIFT 14
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
                "the stack table needs lock-free atomics to be signal-safe");
@@ -47,9 +62,10 @@ typedef struct {
   size_t nslots; /* a power of two */
   size_t limit;  /* claims allowed: 75% of nslots */
   size_t nframes;
+  unsigned chunk_shift; /* frames per chunk: 1 << chunk_shift */
   slot *slots;
-  uintptr_t *pool;
   size_t map_len;
+  _Atomic(uintptr_t *) pool[POOL_CHUNKS]; /* NULL until first needed */
   _Atomic size_t claimed;
   _Atomic size_t pool_used;
   _Atomic size_t size;
@@ -70,21 +86,27 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
       frames > (size_t)UINT32_MAX)
     return CPROF_EINVAL;
 
+  /* Chunks of 16 Ki frames, or fewer for a smaller pool (but room for the
+   * deepest stack), or more when POOL_CHUNKS of them would not hold the
+   * pool. */
+  unsigned shift = 8;
+  while (shift < POOL_CHUNK_SHIFT && ((size_t)1 << shift) < frames) shift++;
+  while (((frames - 1) >> shift) + 1 > POOL_CHUNKS) shift++;
+
   size_t slots_at = align_up(sizeof(table), 64);
-  size_t pool_at = align_up(slots_at + nslots * sizeof(slot), 64);
-  size_t len = align_up(pool_at + frames * sizeof(uintptr_t), 4096);
+  size_t len = align_up(slots_at + nslots * sizeof(slot), 4096);
   void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return CPROF_ENOMEM;
 
-  /* The mapping is zero-filled: every slot starts empty and every counter
-   * at zero. */
+  /* The mapping is zero-filled: every slot starts empty, every counter at
+   * zero and every chunk unmapped. */
   table *t = map;
   t->nslots = nslots;
   t->limit = nslots / 4 * 3;
   t->nframes = frames;
+  t->chunk_shift = shift;
   t->slots = (slot *)((char *)map + slots_at);
-  t->pool = (uintptr_t *)((char *)map + pool_at);
   t->map_len = len;
 
   table *expected = NULL;
@@ -95,9 +117,18 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   return 0;
 }
 
+static size_t chunk_bytes(const table *t) {
+  return ((size_t)1 << t->chunk_shift) * sizeof(uintptr_t);
+}
+
 void cprof__stacktab_reset_for_tests(void) {
   table *t = atomic_exchange(&the_table, NULL);
-  if (t) munmap(t, t->map_len);
+  if (!t) return;
+  for (size_t k = 0; k < POOL_CHUNKS; k++) {
+    uintptr_t *c = atomic_load(&t->pool[k]);
+    if (c) munmap(c, chunk_bytes(t));
+  }
+  munmap(t, t->map_len);
 }
 
 int cprof__stacktab_init(void) {
@@ -124,17 +155,79 @@ static cprof__stack_id overflow(table *t) {
   return CPROF__STACK_OVERFLOW;
 }
 
+/* The frame at pool index off, in a chunk already mapped. */
+static inline uintptr_t *frame_at(table *t, size_t off) {
+  uintptr_t *c = atomic_load_explicit(&t->pool[off >> t->chunk_shift],
+                                      memory_order_relaxed);
+  return c + (off & (((size_t)1 << t->chunk_shift) - 1));
+}
+
+/* Chunk k of the pool, mapped now if no thread has yet; NULL when the
+ * mapping fails. Two threads may map it at once: the loser unmaps its
+ * copy. */
+static uintptr_t *pool_chunk(table *t, size_t k) {
+  uintptr_t *c = atomic_load_explicit(&t->pool[k], memory_order_acquire);
+  if (c) return c;
+  uintptr_t *m = cprof__sys_map(chunk_bytes(t));
+  if (!m) return NULL;
+  if (atomic_compare_exchange_strong_explicit(&t->pool[k], &c, m,
+                                              memory_order_acq_rel,
+                                              memory_order_acquire))
+    return m;
+  cprof__sys_unmap(m, chunk_bytes(t));
+  return c;
+}
+
+/* Where the next n frames would go: at pool_used, or at the next chunk's
+ * start if they would cross this chunk's end. */
+static inline size_t frames_start(const table *t, size_t cur, size_t n) {
+  size_t mask = ((size_t)1 << t->chunk_shift) - 1;
+  return (cur & mask) + n > mask + 1 ? (cur | mask) + 1 : cur;
+}
+
+/* Takes n frames from the pool, in one mapped chunk; false when the pool
+ * is used up or its next chunk cannot be mapped (the frames are given back
+ * when no other thread took any meanwhile). */
+static bool take_frames(table *t, size_t n, size_t *out) {
+  size_t cur = atomic_load_explicit(&t->pool_used, memory_order_relaxed);
+  size_t off;
+  do {
+    off = frames_start(t, cur, n);
+    if (off > t->nframes || n > t->nframes - off) return false;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &t->pool_used, &cur, off + n, memory_order_relaxed,
+      memory_order_relaxed));
+  if (!pool_chunk(t, off >> t->chunk_shift)) {
+    size_t mine = off + n;
+    atomic_compare_exchange_strong_explicit(&t->pool_used, &mine, cur,
+                                            memory_order_relaxed,
+                                            memory_order_relaxed);
+    return false;
+  }
+  *out = off;
+  return true;
+}
+
+/* Whether the chunk the next n frames would go to is mapped (mapping it
+ * now if need be), checked before a slot is claimed, so that a pool that
+ * cannot grow does not use up slots. */
+static bool pool_ready(table *t, size_t n) {
+  size_t off = frames_start(
+      t, atomic_load_explicit(&t->pool_used, memory_order_relaxed), n);
+  if (off > t->nframes || n > t->nframes - off) return false;
+  return pool_chunk(t, off >> t->chunk_shift) != NULL;
+}
+
 /* Fills a slot this thread has claimed. */
 static cprof__stack_id fill(table *t, size_t i, const uintptr_t *pcs,
                             size_t n) {
   slot *s = &t->slots[i];
-  size_t off =
-      atomic_fetch_add_explicit(&t->pool_used, n, memory_order_relaxed);
-  if (off > t->nframes || n > t->nframes - off) {
+  size_t off;
+  if (!take_frames(t, n, &off)) {
     atomic_store_explicit(&s->state, SLOT_DEAD, memory_order_relaxed);
     return overflow(t);
   }
-  memcpy(&t->pool[off], pcs, n * sizeof(uintptr_t));
+  memcpy(frame_at(t, off), pcs, n * sizeof(uintptr_t));
   s->n = (uint32_t)n;
   s->off = (uint32_t)off;
   atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
@@ -157,8 +250,7 @@ CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, 
       /* The stack is not in the table (short of a racing insert). */
       if (atomic_load_explicit(&t->claimed, memory_order_relaxed) >=
               t->limit ||
-          atomic_load_explicit(&t->pool_used, memory_order_relaxed) + n >
-              t->nframes)
+          !pool_ready(t, n))
         return overflow(t);
       if (atomic_compare_exchange_strong_explicit(&s->hash, &cur, h,
                                                   memory_order_acq_rel,
@@ -171,7 +263,7 @@ CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, 
     if (cur != h) continue;
     if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
       continue; /* being written, perhaps by the thread we interrupted */
-    if (s->n == n && memcmp(&t->pool[s->off], pcs, n * sizeof(uintptr_t)) == 0)
+    if (s->n == n && memcmp(frame_at(t, s->off), pcs, n * sizeof(uintptr_t)) == 0)
       return (cprof__stack_id)(i + 2);
   }
   return overflow(t);
@@ -187,7 +279,7 @@ size_t cprof__stacktab_get(cprof__stack_id id, const uintptr_t **pcs) {
   slot *s = &t->slots[id - 2];
   if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
     return 0;
-  *pcs = &t->pool[s->off];
+  *pcs = frame_at(t, s->off);
   return s->n;
 }
 

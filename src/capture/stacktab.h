@@ -1,11 +1,13 @@
 /*
  * The stack table: every captured stack is interned to a small id shared by
  * all profiles. Insertion is lock-free and allocation-free, so a signal
- * handler can intern: the table and its frame pool are reserved once with
- * mmap (pages are only touched as they fill) and entries are claimed with
- * compare-and-swap. The table is bounded; when it or the frame pool is full,
- * intern returns CPROF__STACK_OVERFLOW, whose stack is the single synthetic
- * frame CPROF__PC_OVERFLOW, and counts the event. Stacks are never removed.
+ * handler can intern: the table is mapped once (pages are only touched as
+ * they fill), its frame pool chunk by chunk as stacks need it (a raw mmap
+ * system call), and entries are claimed with compare-and-swap. The table
+ * is bounded; when it or the frame pool is full, or the pool's next chunk
+ * cannot be mapped, intern returns CPROF__STACK_OVERFLOW, whose stack is
+ * the single synthetic frame CPROF__PC_OVERFLOW, and counts the event.
+ * Stacks are never removed.
  */
 #ifndef CPROF_STACKTAB_H
 #define CPROF_STACKTAB_H

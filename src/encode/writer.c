@@ -244,10 +244,10 @@ void cprof__prof_comment(cprof__prof *p, const char *comment) {
 }
 
 void cprof__prof_drop_comment(cprof__prof *p, const cprof__agg *agg) {
-  char text[160];
+  char text[200];
   snprintf(text, sizeof text,
-           "cprof %s: %llu samples lost to a full stack table, %llu to a "
-           "full profile table",
+           "cprof %s: %llu samples lost to a full stack table (or one out "
+           "of address space), %llu to a full profile table",
            cprof_version(), (unsigned long long)cprof__stacktab_overflows(),
            (unsigned long long)(agg ? cprof__agg_drops(agg) : 0));
   cprof__prof_comment(p, text);

@@ -155,11 +155,13 @@ static int write_pprof(const cprof__records *recs, int64_t duration_ns,
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
   cprof__prof_drop_comment(p, cprof__heap_samples());
-  char text[160];
+  char text[200];
   snprintf(text, sizeof text,
            "cprof heap: %llu sampled objects were not tracked to their free "
-           "(live table full)",
-           (unsigned long long)cprof__heap_untracked());
+           "(live table full, or out of address space: %llu mappings of a "
+           "chunk failed)",
+           (unsigned long long)cprof__heap_untracked(),
+           (unsigned long long)cprof__heap_grow_failures());
   cprof__prof_comment(p, text);
   for (size_t i = 0; i < recs->len; i++) {
     const cprof__record *r = &recs->v[i];

@@ -73,9 +73,13 @@ CPROF__HIDDEN double cprof__heap_ln(double x);
 CPROF__HIDDEN double cprof__heap_exp(double x);
 
 /* How many sampled objects are live and tracked for their free, and how
- * many sampled objects could not be tracked (the live table was full). */
+ * many sampled objects could not be tracked (the live table was full, or
+ * could not grow). */
 CPROF__HIDDEN uint64_t cprof__heap_live_sampled(void);
 CPROF__HIDDEN uint64_t cprof__heap_untracked(void);
+/* How many times mapping a chunk of the live set or the region failed
+ * (`ulimit -v`): both grow by chunks as samples need them. */
+CPROF__HIDDEN uint64_t cprof__heap_grow_failures(void);
 /* Hands back what the calling thread keeps for its next sample (a page of
  * the region); for a thread's exit. */
 CPROF__HIDDEN void cprof__heap_thread_exit(void);

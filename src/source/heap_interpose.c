@@ -13,7 +13,9 @@
  * stay a thread-local decrement and a branch (malloc) or a test of the
  * pointer's bits (free). Only a sampled allocation walks the stack, and that
  * path is allocation-free: the walker, the stack table and the aggregation
- * table are all preallocated and lock-free.
+ * table are all lock-free, and the tables that grow (the live set, the
+ * region, the stack table's frames) do so by mapping a chunk with one raw
+ * mmap, never through malloc.
  *
  * Recognising the free of a sampled block: sampled blocks start on a page
  * boundary (small ones in pages of cprof's own region, larger ones
@@ -34,7 +36,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,7 @@
 #include "base/real_alloc.h"
 #include "base/rng.h"
 #include "base/spin.h"
+#include "base/sys.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/labels.h"
@@ -89,10 +91,9 @@ static _Alignas(64) struct {
   _Atomic(free_fn) free_next;
   _Atomic uint64_t unaligned_live;
   _Atomic uint64_t listed; /* blocks in the live set */
-  _Atomic(unsigned char *) region;
+  _Atomic unsigned region_chunks; /* chunks of the region in_region reads */
   _Atomic(cprof__agg *) samples;
-  live_node *nodes;
-} hot = {free_unresolved, 0, 0, NULL, NULL, NULL};
+} hot = {free_unresolved, 0, 0, 0, NULL};
 
 /*
  * free_next follows hot.unaligned_live: free_slow while it is not zero,
@@ -394,16 +395,21 @@ uint32_t cprof__heap_size_class(size_t n) {
  * one. The count shares the line every malloc() and free() reads, so at
  * those low rates each change costs the other threads a cache miss.
  */
-#define REGION_PAGES ((size_t)1 << 14) /* 64 MiB of address space */
+#define REGION_PAGES ((size_t)1 << 14) /* 64 MiB of address space at most */
 
 /*
  * The live set: sampled blocks not yet freed, by address, except those in
  * the region. A node holds the address (0 when free), meta = stack id << 40
  * | requested size (the stack id is 0 for a block kept only for its
  * offset), and the offset back to the allocator's block: 24 bytes in all.
- * Nodes come from one reserved mapping by an atomic bump and are never
- * unlinked, so readers walk chains without any reclamation scheme; the
- * nodes in use are bounded by the most sampled blocks ever live at once.
+ * Nodes are taken by an atomic bump of an index and are never unlinked, so
+ * readers walk chains without any reclamation scheme; the nodes in use are
+ * bounded by the most sampled blocks ever live at once. Node i lives in
+ * chunk i / NODE_CHUNK of a fixed table, each chunk mapped by the first
+ * insert that needs it and published by compare-and-swap, never moved: a
+ * node is linked into a bucket only after its chunk is published, so a
+ * reader that follows a link always finds the chunk. A chunk that cannot
+ * be mapped (`ulimit -v`) leaves the block untracked, as a full set does.
  *
  * The filter is read on the slow path of free(), for page-aligned pointers
  * (or every pointer while unaligned_live is not zero): 256 KiB of counts of
@@ -420,6 +426,9 @@ uint32_t cprof__heap_size_class(size_t n) {
 #define FILTER_GRANULE_SHIFT 6
 #define FILTER_PAGE_SHIFT 12
 #define LIVE_NODES ((size_t)1 << 21)
+#define NODE_CHUNK_SHIFT 13 /* 8 Ki nodes, 192 KiB, per chunk */
+#define NODE_CHUNK ((size_t)1 << NODE_CHUNK_SHIFT)
+#define NODE_CHUNKS (LIVE_NODES / NODE_CHUNK)
 #define META_SIZE_BITS 40
 #define META_SIZE_MASK (((uint64_t)1 << 39) - 1)
 #define REGION_BUSY ((uint64_t)1 << 39)
@@ -435,17 +444,32 @@ static _Atomic uint32_t buckets[(size_t)1 << BUCKET_BITS];
 static _Alignas(4096) _Atomic uint8_t filter[(size_t)1 << FILTER_BITS];
 static _Alignas(64) _Atomic size_t nodes_used;
 static _Atomic uint64_t untracked;
+static _Alignas(64) _Atomic(live_node *) node_chunks[NODE_CHUNKS];
+/* How many times mapping a chunk of the live set or the region failed. */
+static _Atomic uint64_t grow_failures;
 
 /*
- * The region: REGION_PAGES pages reserved at start-up (touched only as
- * used), one sampled block per page. Free pages form a lock-free stack
- * whose head carries a tag against ABA; region_meta[i] is page i's
- * tracking word (REGION_BUSY | stack id << 40 | size, 0 when free). A
- * freed page keeps its memory for the next sample, so the region's
- * resident size is at most a page per sampled block ever live at once.
+ * The region: up to REGION_PAGES pages, one sampled block per page, in
+ * REGION_CHUNKS chunks that double in size (0.5, 0.5, 1, 2, 4, 8, 16 and
+ * 32 MiB; their addresses share a cache line), each mapped when the first
+ * page in it is needed and published by compare-and-swap, never moved or
+ * unmapped; hot.region_chunks says how many in_region() looks at, at most
+ * 8 (a program whose live sampled blocks fit 1 MiB looks at two). Free pages form a lock-free stack whose
+ * head carries a tag against ABA; region_meta[i] is page i's tracking word
+ * (REGION_BUSY | stack id << 40 | size, 0 when free). A freed page keeps
+ * its memory for the next sample, so the region's resident size is at most
+ * a page per sampled block ever live at once. A chunk that cannot be
+ * mapped sends the block to the allocator underneath, as a full region
+ * does.
  */
+#define REGION_CHUNK0_SHIFT 7 /* the first chunk: 128 pages */
+#define REGION_CHUNKS 8
+_Static_assert(((size_t)1 << REGION_CHUNK0_SHIFT) << (REGION_CHUNKS - 1) ==
+                   REGION_PAGES,
+               "the region's chunks add up to REGION_PAGES");
 static _Atomic uint64_t region_meta[REGION_PAGES];
 static _Atomic uint32_t region_next[REGION_PAGES];
+static _Alignas(64) _Atomic(unsigned char *) region_chunk[REGION_CHUNKS];
 static _Alignas(64) _Atomic uint64_t region_head; /* tag << 32 | top + 1 */
 static _Atomic uint32_t region_used;
 
@@ -455,14 +479,85 @@ static _Atomic uint32_t region_used;
  * goes back to the list when the thread exits (cprof__heap_thread_exit). */
 static __thread uint32_t tls_spare CPROF__TLS;
 
+/* Chunk k of the region holds pages [first, first + pages). */
+NO_SAN static inline size_t region_chunk_first(unsigned k) {
+  return k ? (size_t)1 << (REGION_CHUNK0_SHIFT + k - 1) : 0;
+}
+
+NO_SAN static inline size_t region_chunk_pages(unsigned k) {
+  return (size_t)1 << (REGION_CHUNK0_SHIFT + (k ? k - 1 : 0));
+}
+
+NO_SAN static inline unsigned region_chunk_of(size_t i) {
+  size_t q = i >> REGION_CHUNK0_SHIFT;
+  return q ? 64 - (unsigned)__builtin_clzll((unsigned long long)q) : 0;
+}
+
+/* Whether p lies in the region, and in which page. */
+NO_SAN static inline bool region_page_of(const void *p, size_t *page) {
+  unsigned n = LOAD(hot.region_chunks);
+  for (unsigned k = 0; k < n; k++) {
+    unsigned char *c = LOAD(region_chunk[k]);
+    uintptr_t off = (uintptr_t)p - (uintptr_t)c;
+    if (c && off < region_chunk_pages(k) * PAGE) {
+      *page = region_chunk_first(k) + off / PAGE;
+      return true;
+    }
+  }
+  return false;
+}
+
 NO_SAN static inline bool in_region(const void *p) {
-  unsigned char *r = LOAD(hot.region);
-  return r && (uintptr_t)p - (uintptr_t)r < REGION_PAGES * PAGE;
+  size_t page;
+  return region_page_of(p, &page);
+}
+
+/* The chunk of the region that holds page i, mapped now if no thread has
+ * yet (the loser of a race unmaps its copy); NULL when it cannot be. The
+ * chunk is counted in hot.region_chunks before any of its pages is handed
+ * out, so a free of one finds it. */
+NO_SAN static unsigned char *region_grow(size_t i) {
+  unsigned k = region_chunk_of(i);
+  unsigned char *c = atomic_load_explicit(&region_chunk[k],
+                                          memory_order_acquire);
+  if (!c) {
+    size_t len = region_chunk_pages(k) * PAGE;
+    unsigned char *m = cprof__sys_map(len);
+    if (!m) {
+      atomic_fetch_add_explicit(&grow_failures, 1, memory_order_relaxed);
+      return NULL;
+    }
+    if (atomic_compare_exchange_strong_explicit(&region_chunk[k], &c, m,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      c = m;
+    else
+      cprof__sys_unmap(m, len);
+  }
+  unsigned have = LOAD(hot.region_chunks);
+  while (have < k + 1 &&
+         !atomic_compare_exchange_weak_explicit(&hot.region_chunks, &have,
+                                                k + 1, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+  return c;
+}
+
+/* The address of page i, whose chunk is mapped. */
+NO_SAN static inline unsigned char *region_page(size_t i) {
+  unsigned k = region_chunk_of(i);
+  return LOAD(region_chunk[k]) + (i - region_chunk_first(k)) * PAGE;
 }
 
 NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
-  unsigned char *r = LOAD(hot.region);
-  if (!r) return NULL;
+#ifdef __SANITIZE_THREAD__
+  /* Under TSan, pages passed between threads by cprof's own
+   * (uninstrumented) code would look like races: sampled blocks are placed
+   * by the allocator underneath instead. */
+  (void)n;
+  (void)meta;
+  return NULL;
+#endif
   size_t i;
   if (tls_spare) {
     i = tls_spare - 1;
@@ -476,6 +571,15 @@ NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
       if (LOAD(region_used) >= REGION_PAGES) return NULL;
       i = atomic_fetch_add_explicit(&region_used, 1, memory_order_relaxed);
       if (i >= REGION_PAGES) return NULL;
+      if (!region_grow(i)) {
+        /* The page is given back unless another thread took one since. */
+        uint32_t mine = (uint32_t)i + 1;
+        atomic_compare_exchange_strong_explicit(&region_used, &mine,
+                                                (uint32_t)i,
+                                                memory_order_relaxed,
+                                                memory_order_relaxed);
+        return NULL;
+      }
       break;
     }
     uint32_t next = LOAD(region_next[top - 1]);
@@ -490,7 +594,7 @@ NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
 take:
   atomic_store_explicit(&region_meta[i], REGION_BUSY | n, memory_order_relaxed);
   *meta = &region_meta[i];
-  return r + i * PAGE;
+  return region_page(i);
 }
 
 NO_SAN static void region_release(size_t i) {
@@ -545,26 +649,61 @@ static inline uint64_t make_meta(cprof__stack_id sid, size_t size) {
   return (uint64_t)sid << META_SIZE_BITS | size;
 }
 
-/* Adds p to the live set; NULL when the set is full. */
+/* Node i of the live set, linked into a bucket (so its chunk exists). */
+NO_SAN static inline live_node *node_at(size_t i) {
+  return &LOAD(node_chunks[i >> NODE_CHUNK_SHIFT])[i & (NODE_CHUNK - 1)];
+}
+
+/* Node i, a new one, its chunk mapped now if no thread has yet (the loser
+ * of a race unmaps its copy); NULL when the chunk cannot be mapped. */
+NO_SAN static live_node *node_new(size_t i) {
+  _Atomic(live_node *) *slot = &node_chunks[i >> NODE_CHUNK_SHIFT];
+  live_node *c = atomic_load_explicit(slot, memory_order_acquire);
+  if (!c) {
+    live_node *m = cprof__sys_map(NODE_CHUNK * sizeof(live_node));
+    if (!m) {
+      atomic_fetch_add_explicit(&grow_failures, 1, memory_order_relaxed);
+      return NULL;
+    }
+    if (atomic_compare_exchange_strong_explicit(slot, &c, m,
+                                                memory_order_acq_rel,
+                                                memory_order_acquire))
+      c = m;
+    else
+      cprof__sys_unmap(m, NODE_CHUNK * sizeof(live_node));
+  }
+  return &c[i & (NODE_CHUNK - 1)];
+}
+
+/* Adds p to the live set; NULL when the set is full or cannot grow. */
 NO_SAN static live_node *live_insert(void *p, uint64_t meta, uint32_t delta) {
-  if (!hot.nodes) return NULL;
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   live_node *n = NULL;
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
-       i = atomic_load_explicit(&hot.nodes[i - 1].next, memory_order_acquire)) {
+       i = atomic_load_explicit(&node_at(i - 1)->next, memory_order_acquire)) {
     uintptr_t zero = 0;
-    if (LOAD(hot.nodes[i - 1].addr) == 0 &&
+    live_node *c = node_at(i - 1);
+    if (LOAD(c->addr) == 0 &&
         atomic_compare_exchange_strong_explicit(
-            &hot.nodes[i - 1].addr, &zero, (uintptr_t)p, memory_order_acquire,
+            &c->addr, &zero, (uintptr_t)p, memory_order_acquire,
             memory_order_relaxed)) {
-      n = &hot.nodes[i - 1];
+      n = c;
       break;
     }
   }
   if (!n) {
     size_t idx = atomic_fetch_add_explicit(&nodes_used, 1, memory_order_relaxed);
     if (idx >= LIVE_NODES) return NULL;
-    n = &hot.nodes[idx];
+    n = node_new(idx);
+    if (!n) {
+      /* The index is given back unless another thread took one since;
+       * foreach_live skips one that is not. */
+      size_t mine = idx + 1;
+      atomic_compare_exchange_strong_explicit(&nodes_used, &mine, idx,
+                                              memory_order_relaxed,
+                                              memory_order_relaxed);
+      return NULL;
+    }
     atomic_store_explicit(&n->addr, (uintptr_t)p, memory_order_relaxed);
     uint32_t head = atomic_load_explicit(b, memory_order_relaxed);
     do {
@@ -595,8 +734,8 @@ NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
   if (!p || LOAD(hot.listed) == 0 || !maybe_sampled(p)) return false;
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
-       i = atomic_load_explicit(&hot.nodes[i - 1].next, memory_order_acquire)) {
-    live_node *n = &hot.nodes[i - 1];
+       i = atomic_load_explicit(&node_at(i - 1)->next, memory_order_acquire)) {
+    live_node *n = node_at(i - 1);
     if (LOAD(n->addr) != (uintptr_t)p) continue;
     *meta = LOAD(n->meta);
     *delta = LOAD(n->delta);
@@ -611,12 +750,11 @@ NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
   return false;
 }
 
-/* Frees a block of the region. A pointer inside a page, or a page not in
- * use (freed twice), is not one cprof handed out: it is left alone. */
-NO_SAN static void region_free(const void *p) {
-  uintptr_t off = (uintptr_t)p - (uintptr_t)LOAD(hot.region);
-  if (off & (PAGE - 1)) return;
-  size_t i = off / PAGE;
+/* Frees a block of the region, p in page i. A pointer inside a page, or a
+ * page not in use (freed twice), is not one cprof handed out: it is left
+ * alone. */
+NO_SAN static void region_free(const void *p, size_t i) {
+  if ((uintptr_t)p & (PAGE - 1)) return;
   uint64_t meta = atomic_exchange_explicit(&region_meta[i], 0,
                                            memory_order_acq_rel);
   if (!(meta & REGION_BUSY)) return;
@@ -867,8 +1005,9 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
  * free() cannot rule out by its address is passed on. */
 NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
   if (!p || CPROF__UNLIKELY(cprof__in_arena(p))) return;
-  if (in_region(p)) {
-    region_free(p);
+  size_t page;
+  if (region_page_of(p, &page)) {
+    region_free(p, page);
     return;
   }
   uint64_t meta;
@@ -982,8 +1121,10 @@ NO_SAN static void *realloc_from_arena(void *p, size_t n) {
   return q;
 }
 
-/* realloc of a block of the region: a new block, and the page freed. */
-NO_SAN static void *realloc_from_region(void *p, size_t n, bool *sample,
+/* realloc of a block of the region (in page i): a new block, and the page
+ * freed. */
+NO_SAN static void *realloc_from_region(void *p, size_t i, size_t n,
+                                        bool *sample,
                                         _Atomic uint64_t **meta) {
   void *q = NULL;
   if (n != 0) { /* glibc's realloc(p, 0) frees p and returns NULL */
@@ -991,7 +1132,7 @@ NO_SAN static void *realloc_from_region(void *p, size_t n, bool *sample,
     if (!q) return NULL; /* p stays as it was */
     memcpy(q, p, n < PAGE ? n : PAGE);
   }
-  region_free(p);
+  region_free(p, i);
   return q;
 }
 
@@ -1050,7 +1191,9 @@ NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample,
     return cprof__arena_alloc(16, n);
   }
   if (p && CPROF__UNLIKELY(free_checks(p))) {
-    if (in_region(p)) return realloc_from_region(p, n, sample, meta);
+    size_t page;
+    if (region_page_of(p, &page))
+      return realloc_from_region(p, page, n, sample, meta);
     /* A sampled block leaves the live set before the allocator can hand
      * its address to another thread; if realloc fails it goes back. */
     uint64_t m;
@@ -1218,18 +1361,8 @@ static void init_once_fn(void) {
       (uintptr_t)memalign,      (uintptr_t)valloc,
       (uintptr_t)pvalloc,       (uintptr_t)free};
   cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
-  void *map = mmap(NULL, LIVE_NODES * sizeof(live_node),
-                   PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (map != MAP_FAILED) hot.nodes = map;
-#ifndef __SANITIZE_THREAD__
-  /* Under TSan, pages passed between threads by cprof's own (uninstrumented)
-   * stack would look like races: sampled blocks are placed by the
-   * allocator underneath instead. */
-  map = mmap(NULL, REGION_PAGES * PAGE, PROT_READ | PROT_WRITE,
-             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (map != MAP_FAILED) atomic_store(&hot.region, (unsigned char *)map);
-#endif
+  /* The live set and the region are mapped chunk by chunk as samples
+   * need them (live_insert, region_alloc): nothing is reserved here. */
   cprof__agg *agg = cprof__agg_new(2, HEAP_RECORDS);
   atomic_store_explicit(&hot.samples, agg, memory_order_release);
   pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
@@ -1263,9 +1396,15 @@ long cprof_heap_set_rate(long rate) {
 static void foreach_live(void (*fn)(uint64_t meta, void *ctx), void *ctx) {
   size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
   if (used > LIVE_NODES) used = LIVE_NODES;
-  for (size_t i = 0; hot.nodes && i < used; i++) {
-    uint64_t m = LOAD(hot.nodes[i].meta);
-    if (LOAD(hot.nodes[i].addr) != 0 && m >> META_SIZE_BITS) fn(m, ctx);
+  for (size_t k = 0; k * NODE_CHUNK < used; k++) {
+    /* A chunk whose mapping failed is skipped. */
+    live_node *c = atomic_load_explicit(&node_chunks[k], memory_order_acquire);
+    size_t end = used - k * NODE_CHUNK;
+    if (end > NODE_CHUNK) end = NODE_CHUNK;
+    for (size_t i = 0; c && i < end; i++) {
+      uint64_t m = LOAD(c[i].meta);
+      if (LOAD(c[i].addr) != 0 && m >> META_SIZE_BITS) fn(m, ctx);
+    }
   }
   size_t pages = LOAD(region_used);
   if (pages > REGION_PAGES) pages = REGION_PAGES;
@@ -1300,6 +1439,7 @@ uint64_t cprof__heap_region_pages(void) {
 uint64_t cprof__heap_thread_countdown(void) { return tls_sampler.countdown; }
 uint64_t cprof__heap_unaligned_live(void) { return LOAD(hot.unaligned_live); }
 uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
+uint64_t cprof__heap_grow_failures(void) { return LOAD(grow_failures); }
 
 typedef struct live_ctx {
   void (*fn)(cprof__stack_id sid, size_t size, void *ctx);

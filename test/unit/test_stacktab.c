@@ -110,6 +110,35 @@ static int pool_child(void) {
   return bad;
 }
 
+/* A pool of three chunks (16 Ki frames each, the last one partly used):
+ * stacks of 100 frames never straddle a chunk's end, so 163 fit in each of
+ * the first two and 72 in the last, and every one reads back whole. */
+static int chunks_child(void) {
+  int bad = 0;
+  if (cprof__stacktab_init_sized(4096, 40000) != 0) return 10;
+  uintptr_t pcs[100];
+  for (size_t i = 0; i < 100; i++) pcs[i] = 0x7000 + i;
+  cprof__stack_id ids[400];
+  size_t n = 0;
+  for (; n < 400; n++) {
+    pcs[0] = n + 0x100000;
+    pcs[99] = n + 0x200000;
+    ids[n] = cprof__stacktab_intern(pcs, 100);
+    if (ids[n] == CPROF__STACK_OVERFLOW) break;
+  }
+  if (n != 163 * 2 + 72) bad |= 1;
+  for (size_t k = 0; k < n; k++) {
+    pcs[0] = k + 0x100000;
+    pcs[99] = k + 0x200000;
+    if (!same(ids[k], pcs, 100)) bad |= 2;
+    if (cprof__stacktab_intern(pcs, 100) != ids[k]) bad |= 4;
+  }
+  /* The pool's tail still takes a short stack. */
+  uintptr_t one[1] = {0x300000};
+  if (cprof__stacktab_intern(one, 1) <= CPROF__STACK_OVERFLOW) bad |= 8;
+  return bad;
+}
+
 static int not_initialised_child(void) {
   uintptr_t pcs[1] = {0x1000};
   return cprof__stacktab_intern(pcs, 1) == CPROF__STACK_OVERFLOW ? 0 : 1;
@@ -135,6 +164,7 @@ static void test_overflow(void) {
   run_child(not_initialised_child, "not_initialised_child");
   run_child(overflow_child, "overflow_child");
   run_child(pool_child, "pool_child");
+  run_child(chunks_child, "chunks_child");
 }
 
 /* Concurrent interning from threads and a signal handler. */
