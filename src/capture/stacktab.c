@@ -165,7 +165,7 @@ static inline uintptr_t *frame_at(table *t, size_t off) {
 /* Chunk k of the pool, mapped now if no thread has yet; NULL when the
  * mapping fails. Two threads may map it at once: the loser unmaps its
  * copy. */
-static uintptr_t *pool_chunk(table *t, size_t k) {
+CPROF__SIGNAL_SAFE static uintptr_t *pool_chunk(table *t, size_t k) {
   uintptr_t *c = atomic_load_explicit(&t->pool[k], memory_order_acquire);
   if (c) return c;
   uintptr_t *m = cprof__sys_map(chunk_bytes(t));
