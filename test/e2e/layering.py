@@ -92,7 +92,10 @@ def main():
         for f in files:
             if f.endswith(".c.o"):
                 rel = os.path.relpath(os.path.join(root, f), objdir)[:-2]
-                objs[rel] = os.path.join(root, f)
+                # An object whose source is gone is a leftover of an older
+                # tree in a reused build directory, not part of this one.
+                if os.path.exists(os.path.join(srcdir, rel)):
+                    objs[rel] = os.path.join(root, f)
     if len(objs) < 20:
         errors.append(f"only {len(objs)} objects under {objdir}")
     defined, undefined = {}, {}
