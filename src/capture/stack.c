@@ -291,6 +291,10 @@ typedef struct {
   uintptr_t lo, hi;
   int known;
   probe_cache cache;
+  /* Another thread's stack (cprof__stack_walk_remote): words inside the
+   * copy come from it, every other word through cprof__safe_read. */
+  cprof__stack_copy *remote;
+  int is_remote;
 } stack_view;
 
 static void view_init(stack_view *v, uintptr_t sp) {
@@ -298,8 +302,39 @@ static void view_init(stack_view *v, uintptr_t sp) {
   v->hi = tls_hi;
   atomic_signal_fence(memory_order_seq_cst);
   v->lo = tls_lo;
-  v->known = v->hi != 0 && sp >= v->lo && sp < v->hi;
+  v->known = !v->is_remote && v->hi != 0 && sp >= v->lo && sp < v->hi;
   v->cache.page = 0;
+}
+
+/* Extends a remote stack copy to cover [lo, upto) and a page more (one
+ * process_vm_readv, one element per page, so the mapped part comes back
+ * when the rest is not); on failure no more is tried. Returns whether
+ * upto is covered. */
+CPROF__SIGNAL_SAFE static int copy_more(cprof__stack_copy *c, uintptr_t upto) {
+  enum { MAXV = 4 };
+  struct iovec local[MAXV], remote[MAXV];
+  uintptr_t from = c->lo + c->len;
+  uintptr_t end = ((upto + CPROF__PAGE - 1) & ~(CPROF__PAGE - 1)) + CPROF__PAGE;
+  if (end > c->lo + c->cap) end = c->lo + c->cap;
+  long nv = 0;
+  for (uintptr_t a = from; a < end && nv < MAXV; nv++) {
+    uintptr_t next = (a & ~(CPROF__PAGE - 1)) + CPROF__PAGE;
+    if (next > end) next = end;
+    local[nv] =
+        (struct iovec){(unsigned char *)c->data + (a - c->lo), next - a};
+    remote[nv] = (struct iovec){(void *)a, next - a};
+    a = next;
+  }
+  long n = nv ? cprof__sys6(SYS_process_vm_readv,
+                            cprof__sys4(SYS_getpid, 0, 0, 0, 0), (long)local,
+                            nv, (long)remote, nv, 0L)
+              : 0;
+  if (n > 0) c->len += (size_t)n;
+  if (c->lo + c->len < upto) {
+    c->cap = c->len;
+    return 0;
+  }
+  return 1;
 }
 
 /* Reads the aligned word at addr, which must lie at or above floor (the
@@ -308,6 +343,15 @@ static void view_init(stack_view *v, uintptr_t sp) {
 CPROF__NO_SANITIZE_MEM static inline __attribute__((always_inline)) int
 view_read(stack_view *v, uintptr_t floor, uintptr_t addr, uintptr_t *out) {
   if ((addr & 7) || addr < floor || addr + 8 < addr) return 0;
+  if (v->is_remote) {
+    cprof__stack_copy *c = v->remote;
+    if (c && addr >= c->lo && addr + 8 <= c->lo + c->cap &&
+        (addr + 8 <= c->lo + c->len || copy_more(c, addr + 8))) {
+      memcpy(out, (const unsigned char *)c->data + (addr - c->lo), 8);
+      return 1;
+    }
+    return cprof__safe_read(addr, out, 8);
+  }
   if (v->known) {
     if (addr + 8 > v->hi) return 0;
   } else if (!page_readable(&v->cache, addr)) {
@@ -323,6 +367,7 @@ view_read(stack_view *v, uintptr_t floor, uintptr_t addr, uintptr_t *out) {
 typedef struct {
   uintptr_t pc, sp, fp;
   int interrupted;
+  int fp_unknown; /* a walk from /proc's pc and sp: fp not known yet */
 } regs;
 
 /* The frame-pointer step: the record {caller's fp, return address} at fp,
@@ -338,6 +383,7 @@ CPROF__NO_SANITIZE_MEM static int fp_step(stack_view *v, const regs *r, regs *ne
   next->pc = ret;
   next->sp = fp + 16;
   next->fp = rec_fp;
+  next->fp_unknown = 0;
   return 1;
 }
 
@@ -367,11 +413,15 @@ CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const c
    * save slots, which now lie below the stack pointer: the register then
    * already holds the caller's value. */
   uintptr_t slot = cfa + (uintptr_t)(intptr_t)rule->fp_off;
-  if (rule->fp_saved && slot >= r->sp && !view_read(v, r->sp, slot, &fp))
-    return 0;
+  int fp_unknown = r->fp_unknown;
+  if (rule->fp_saved && slot >= r->sp) {
+    if (!view_read(v, r->sp, slot, &fp)) return 0;
+    fp_unknown = 0;
+  }
   next->pc = ret;
   next->sp = cfa;
   next->fp = fp;
+  next->fp_unknown = fp_unknown;
   return 1;
 }
 
@@ -387,6 +437,7 @@ CPROF__NO_SANITIZE_MEM static int signal_step(stack_view *v, const regs *r, regs
   next->pc = pc;
   next->sp = sp;
   next->fp = fp;
+  next->fp_unknown = 0;
   return 1;
 }
 #endif
@@ -451,7 +502,7 @@ static int rule_unpack(uint64_t v, cprof__cfi_rule *r) {
 }
 
 /* cprof__cfi_find through the cache. */
-static int find_rule(const cprof__cfi_index *idx, uintptr_t pc,
+CPROF__SIGNAL_SAFE static int find_rule(const cprof__cfi_index *idx, uintptr_t pc,
                      cprof__cfi_rule *r) {
   rule_slot *slot = &rule_cache[rule_slot_of(pc)];
   uint64_t gen = atomic_load_explicit(&rule_gen, memory_order_relaxed);
@@ -467,6 +518,144 @@ static int find_rule(const cprof__cfi_index *idx, uintptr_t pc,
   return have;
 }
 
+/* How far above the stack pointer a walk that does not know the frame
+ * pointer looks for the frame record of the function it is in. */
+#define RECOVER_SCAN ((uintptr_t)32 << 10)
+
+#if defined(__x86_64__)
+CPROF__SIGNAL_SAFE static uintptr_t call_target(uintptr_t ret);
+
+/* Whether ret is a return address: inside a loaded object's code (when
+ * there are tables to say so) and right after a call instruction, direct
+ * (E8 rel32, or FF 15 through a pointer slot: *target gets what it calls)
+ * or indirect (FF /2, 2 to 7 bytes: *target = 0). The code is read by the
+ * fault-free reader; a remote walk's answers are cached (stacks repeat). */
+CPROF__SIGNAL_SAFE static int after_call_read(const cprof__cfi_index *idx, uintptr_t ret,
+                           uintptr_t *target);
+
+CPROF__SIGNAL_SAFE static int after_call(const stack_view *v, const cprof__cfi_index *idx,
+                      uintptr_t ret, uintptr_t *target) {
+  cprof__call_cache *cc = v->is_remote && v->remote ? v->remote->calls : NULL;
+  if (!cc) return after_call_read(idx, ret, target);
+  size_t i = (size_t)((ret * 0x9e3779b97f4a7c15ull) >> 55) &
+             (CPROF__CALL_CACHE - 1);
+  if (cc->kind[i] && cc->ret[i] == ret) {
+    *target = cc->target[i];
+    return cc->kind[i] == 2;
+  }
+  int ok = after_call_read(idx, ret, target);
+  cc->ret[i] = ret;
+  cc->target[i] = ok ? *target : 0;
+  cc->kind[i] = ok ? 2 : 1;
+  return ok;
+}
+
+CPROF__SIGNAL_SAFE static int after_call_read(const cprof__cfi_index *idx, uintptr_t ret,
+                           uintptr_t *target) {
+  unsigned char c[8]; /* c[8 - k] is the byte at ret - k */
+  if (ret < CPROF__MIN_RETURN) return 0;
+  if (idx && !cprof__cfi_code_range(idx, ret - 1, NULL, NULL)) return 0;
+  if (!cprof__safe_read(ret - 8, c, sizeof c)) return 0;
+  *target = 0;
+  /* call rel32, or call *disp32(%rip) (through the GOT, -fno-plt): both
+   * name their target. */
+  if (c[8 - 5] == 0xe8 || (c[8 - 6] == 0xff && c[8 - 5] == 0x15)) {
+    *target = call_target(ret);
+    return *target != 0;
+  }
+  for (int len = 2; len <= 7; len++)
+    if (c[8 - len] == 0xff && ((c[8 - len + 1] >> 3) & 7) == 2) return 1;
+  return 0;
+}
+
+/* Whether a frame record found at x, {f, ret}, leads one frame further:
+ * the caller's row at ret (or, without one, its frame record at f) gives
+ * a CFA above the record whose slot holds another return address. A stale
+ * record left in a frame's locals rarely does (its saved frame pointer
+ * has long been reused). */
+CPROF__NO_SANITIZE_MEM static int record_leads_on(stack_view *v,
+                                                  const cprof__cfi_index *idx,
+                                                  uintptr_t floor, uintptr_t x,
+                                                  uintptr_t f, uintptr_t ret) {
+  cprof__cfi_rule rule;
+  uintptr_t sp = x + 16, cfa, ret2, t2;
+  int have = idx && find_rule(idx, ret - 1, &rule);
+  if (have && (rule.kind == CPROF__CFI_END || rule.kind == CPROF__CFI_SIGNAL))
+    return 1;
+  if (have && rule.kind == CPROF__CFI_RSP)
+    cfa = sp + (uintptr_t)(intptr_t)rule.cfa_off;
+  else if (have && rule.kind == CPROF__CFI_RBP)
+    cfa = f + (uintptr_t)(intptr_t)rule.cfa_off;
+  else if (have && rule.kind == CPROF__CFI_PLT)
+    return 1;
+  else
+    cfa = f + 16;
+  if (cfa <= sp || cfa - sp > CPROF__STACK_MAX_STEP) return 0;
+  return view_read(v, floor, cfa - 8, &ret2) && after_call(v, idx, ret2, &t2);
+}
+
+/*
+ * The frame pointer of the frame r is in, for a walk that starts from a pc
+ * and a stack pointer alone (/proc/self/task/TID/syscall gives no other
+ * register): an aligned word x above sp that holds the frame record
+ * {saved frame pointer, return address} of the function holding r->pc.
+ * The function's locals lie between sp and its record, and they can hold
+ * stale records of frames that used that memory before the function was
+ * called, so candidates are ranked: the first whose return address follows
+ * a direct call to the very first address of the function (fs, when the
+ * caller supplied it for this pc) wins at once; otherwise the direct call
+ * whose target is nearest pc (within 64 KiB: a function's split-off part,
+ * .part.0 or .cold, may lie on either side of the entry a call names);
+ * otherwise the first that follows an indirect call (the scan stops 4 KiB
+ * past the first direct candidate). Every candidate but the first kind
+ * must lead one frame further (record_leads_on). Words below sp are never
+ * read. Returns 0 when there is no candidate within RECOVER_SCAN bytes.
+ */
+#define RECOVER_NEAR ((uintptr_t)64 << 10)
+CPROF__NO_SANITIZE_MEM static int recover_fp(stack_view *v,
+                                             const cprof__cfi_index *idx,
+                                             regs *r) {
+  uintptr_t sp = r->sp, lim = sp + RECOVER_SCAN;
+  if (lim < sp) return 0;
+  cprof__stack_copy *c = v->is_remote ? v->remote : NULL;
+  uintptr_t fs = c && c->fs_pc == r->pc ? c->fs : 0;
+  if (c && !fs) c->want_pc = r->pc;
+  uintptr_t near = 0, near_d = RECOVER_NEAR + 1, indirect = 0;
+  for (uintptr_t x = (sp + 7) & ~(uintptr_t)7; x + 16 <= lim; x += 8) {
+    uintptr_t f, ret, target;
+    if (!view_read(v, sp, x, &f) || !view_read(v, sp, x + 8, &ret)) break;
+    /* A direct candidate found: only a little further is worth a look. */
+    if (near && x - near > 4096) break;
+    if (!after_call(v, idx, ret, &target)) continue;
+    if (target && target == fs) {
+      near = x;
+      break;
+    }
+    uintptr_t d = target > r->pc ? target - r->pc : r->pc - target;
+    if (target ? d >= near_d : indirect != 0) continue;
+    if (!record_leads_on(v, idx, sp, x, f, ret)) continue;
+    if (target) {
+      near = x;
+      near_d = d;
+    } else {
+      indirect = x;
+    }
+  }
+  uintptr_t x = near ? near : indirect;
+  if (!x) return 0;
+  r->fp = x;
+  r->fp_unknown = 0;
+  return 1;
+}
+#else
+static int recover_fp(stack_view *v, const cprof__cfi_index *idx, regs *r) {
+  (void)v;
+  (void)idx;
+  (void)r;
+  return 0;
+}
+#endif
+
 /* At most this many signal frames in one stack: each moves the stack
  * pointer wherever the interrupted code was, so it is the one step that
  * does not climb. */
@@ -479,11 +668,14 @@ static int find_rule(const cprof__cfi_index *idx, uintptr_t pc,
  * max + skip + MAX_SIGNAL_FRAMES times, since every iteration but a signal
  * frame's emits a frame or stops.
  */
-CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, regs r) {
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, regs r,
+                                             const stack_view *remote) {
   int mode = atomic_load_explicit(&unwind_mode, memory_order_relaxed);
   const cprof__cfi_index *idx =
       mode == CPROF__UNWIND_FP ? NULL : cprof__cfi_read_begin();
   stack_view v;
+  v.is_remote = remote ? remote->is_remote : 0;
+  v.remote = remote ? remote->remote : NULL;
   view_init(&v, r.sp);
   int signals = 0, first = 1;
   for (;;) {
@@ -509,8 +701,15 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, reg
     if (!emit(o, r.pc)) break;
     first = 0;
     if (have && rule.kind == CPROF__CFI_END) break;
-    regs next = {0, 0, 0, 0};
+    regs next = {0, 0, 0, 0, 0};
     int stepped = 0;
+    /* A frame that needs the frame pointer, in a walk that does not know
+     * it: found on the stack (when it is not, the step below fails, but
+     * for an interrupted frame's leaf rule). */
+    if (r.fp_unknown &&
+        (!have || (rule.kind != CPROF__CFI_RSP && rule.kind != CPROF__CFI_PLT &&
+                   rule.kind != CPROF__CFI_END)))
+      recover_fp(&v, idx, &r);
 #if defined(__x86_64__)
     if (have && (rule.kind == CPROF__CFI_RSP || rule.kind == CPROF__CFI_RBP ||
                  rule.kind == CPROF__CFI_PLT)) {
@@ -519,7 +718,7 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, reg
     } else if (r.interrupted && mode != CPROF__UNWIND_CFI) {
       uintptr_t ret = leaf_return(r.pc, r.sp);
       if (ret) {
-        next = (regs){ret, r.sp + 8, r.fp, 0};
+        next = (regs){ret, r.sp + 8, r.fp, 0, r.fp_unknown};
         stepped = 1;
       }
     }
@@ -527,7 +726,7 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, reg
 #endif
     if (!stepped && !fp_step(&v, &r, &next)) break;
     if (next.pc < CPROF__MIN_RETURN) break;
-    r = (regs){next.pc - 1, next.sp, next.fp, 0};
+    r = (regs){next.pc - 1, next.sp, next.fp, 0, next.fp_unknown};
   }
   if (idx) cprof__cfi_read_end(idx);
 }
@@ -537,7 +736,28 @@ CPROF__SIGNAL_SAFE size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp, uin
   if (max == 0) return 0;
   int saved = errno;
   walk_out o = {pcs, max, 0, 0};
-  walk_regs(&o, (regs){pc, sp, fp, 0});
+  walk_regs(&o, (regs){pc, sp, fp, 0, 0}, NULL);
+  errno = saved;
+  return o.n;
+}
+
+size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                                int after_syscall,
+                                cprof__stack_copy *copy, uintptr_t *pcs,
+                                size_t max) {
+  if (max == 0) return 0;
+  int saved = errno;
+  walk_out o = {pcs, max, 0, 0};
+  stack_view remote;
+  memset(&remote, 0, sizeof remote);
+  remote.is_remote = 1;
+  remote.remote = copy;
+  /* A thread in a system call resumes after the instruction that made it:
+   * that pc is recorded (and its rule looked up) as pc - 1, as a return
+   * address is, so it names the system call's own instruction. */
+  regs r = {after_syscall && pc ? pc - 1 : pc, sp, fp, !after_syscall,
+            fp == 0};
+  walk_regs(&o, r, &remote);
   errno = saved;
   return o.n;
 }
@@ -553,7 +773,7 @@ static int read_word(uintptr_t addr, uintptr_t *out) {
  * (E8 rel32, through a PLT stub when the stub's jump can be read) or a call
  * through a rip-relative pointer (FF 15 disp32, as -fno-plt emits). 0 when
  * the bytes before ret are not such a call. */
-static uintptr_t call_target(uintptr_t ret) {
+CPROF__SIGNAL_SAFE static uintptr_t call_target(uintptr_t ret) {
   uintptr_t before, target;
   if (!read_word(ret - 8, &before)) return 0;
   const unsigned char *b = (const unsigned char *)&before; /* b[7] = ret-1 */
@@ -621,11 +841,13 @@ CPROF__SIGNAL_SAFE size_t cprof__stack_walk_ucontext(const void *ucontext, uintp
 #if defined(__x86_64__)
   walk_regs(&o, (regs){(uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
                        (uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
-                       (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1});
+                       (uintptr_t)uc->uc_mcontext.gregs[REG_RBP], 1, 0},
+            NULL);
 #elif defined(__aarch64__)
   walk_regs(&o, (regs){(uintptr_t)uc->uc_mcontext.pc,
                        (uintptr_t)uc->uc_mcontext.sp,
-                       (uintptr_t)uc->uc_mcontext.regs[29], 1});
+                       (uintptr_t)uc->uc_mcontext.regs[29], 1, 0},
+            NULL);
 #endif
   errno = saved;
   return o.n;
@@ -639,8 +861,10 @@ size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max, size_t skip) {
    * larger than the deepest stack cprof keeps would only burn time. */
   const uintptr_t *frame = __builtin_frame_address(0);
   walk_out o = {pcs, max, 0, skip > CPROF__MAX_DEPTH ? CPROF__MAX_DEPTH : skip};
-  walk_regs(&o, (regs){strip_return(frame[1]) - 1, (uintptr_t)(frame + 2),
-                       frame[0], 0});
+  walk_regs(&o,
+            (regs){strip_return(frame[1]) - 1, (uintptr_t)(frame + 2),
+                   frame[0], 0, 0},
+            NULL);
   errno = saved;
   return o.n;
 }

@@ -38,6 +38,49 @@ CPROF__HIDDEN size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp,
                                             uintptr_t sp, uintptr_t *pcs,
                                             size_t max);
 
+/* What call instruction precedes a return address, remembered across the
+ * walks of one collection (stacks repeat): direct-mapped by address. */
+#define CPROF__CALL_CACHE 512
+typedef struct cprof__call_cache {
+  uintptr_t ret[CPROF__CALL_CACHE], target[CPROF__CALL_CACHE];
+  uint8_t kind[CPROF__CALL_CACHE]; /* 0 empty, 1 no call, 2 a call */
+} cprof__call_cache;
+
+/* Another thread's stack as the walk reads it: [lo, lo + len) of it is
+ * copied into data, which has room for cap bytes; the walk copies more,
+ * a page or two at a time with process_vm_readv, when it reads a word
+ * below lo + cap that is not copied yet (cap = 0: no copy, every word
+ * through cprof__safe_read). calls, when set, caches what precedes
+ * return addresses. A frame record found on the stack is best checked
+ * against the very function a call called: the walk sets want_pc to the
+ * pc whose function it wanted to know, and a caller that can tell (the
+ * symbolizer, outside the walk) walks again with fs_pc = want_pc and fs
+ * that function's first address. */
+typedef struct cprof__stack_copy {
+  void *data;
+  uintptr_t lo;
+  size_t len, cap;
+  cprof__call_cache *calls;
+  uintptr_t want_pc, fs_pc, fs;
+} cprof__stack_copy;
+
+/* Walks a stack that is not the caller's: a thread stopped in the kernel,
+ * from the pc and sp /proc/self/task/TID/syscall reports. fp is its frame
+ * pointer, or 0 when unknown: a frame that needs it then finds its frame
+ * record on the stack (the first record above sp whose return address
+ * follows a call to that frame's function). With after_syscall, pc is
+ * where the thread resumes after a system call and is recorded as pc - 1,
+ * like a return address; otherwise it is an interrupted instruction,
+ * recorded as is. Words inside copy (which may be NULL) are read from it,
+ * every other word through cprof__safe_read: the walk never faults, even
+ * when the thread exits and its stack is unmapped meanwhile. Every frame
+ * after the first is a return address into a loaded object's code (in the
+ * auto and cfi modes). Async-signal-safe; preserves errno. */
+CPROF__HIDDEN size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp,
+                                              uintptr_t fp, int after_syscall,
+                                              cprof__stack_copy *copy,
+                                              uintptr_t *pcs, size_t max);
+
 /* Walks from a signal handler's ucontext_t. Async-signal-safe. */
 CPROF__HIDDEN size_t cprof__stack_walk_ucontext(const void *ucontext,
                                                 uintptr_t *pcs, size_t max);

@@ -20,6 +20,7 @@
  * name.
  */
 #include <dlfcn.h>
+#include <link.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
@@ -525,7 +526,39 @@ static bool same_signature(const cprof_buf *a, const cprof_buf *b) {
   return a->len == b->len && (a->len == 0 || memcmp(a->data, b->data, a->len) == 0);
 }
 
+/* The dynamic loader's counts of objects loaded and unloaded so far. */
+static int loader_counts_cb(struct dl_phdr_info *info, size_t size,
+                            void *data) {
+  (void)size;
+  unsigned long long *c = data;
+  c[0] = info->dlpi_adds;
+  c[1] = info->dlpi_subs;
+  return 1;
+}
+
+/* When the last refresh read the maps, and the loader's counts then. */
+static int64_t refreshed_ns;
+static unsigned long long refreshed_counts[2];
+
+/* Rereads the maps at most every REFRESH_NS while the loader has loaded
+ * and unloaded nothing: the objects a profile names come and go through
+ * the loader (dlopen, dlclose), whose counts say so at once, and anything
+ * else that maps code is seen within REFRESH_NS. */
+#define REFRESH_NS (1000 * 1000 * 1000)
+
 int cprof__sym_refresh(void) {
+  unsigned long long counts[2] = {0, 0};
+  cprof__guard_enter();
+  dl_iterate_phdr(loader_counts_cb, counts);
+  cprof__guard_exit();
+  int64_t now = cprof__mono_ns();
+  if (S.ready && S.signature.len && S.cache.len <= CACHE_MAX &&
+      counts[0] == refreshed_counts[0] && counts[1] == refreshed_counts[1] &&
+      now - refreshed_ns < REFRESH_NS)
+    return 0;
+  refreshed_ns = now;
+  refreshed_counts[0] = counts[0];
+  refreshed_counts[1] = counts[1];
   char *text = NULL;
   size_t len = 0;
   cprof_buf sig = {0};

@@ -85,6 +85,10 @@ static bool is_callee(const cprof__sym_frame *f, const cprof__sym_callee *c) {
                                     strcmp(f->file, c->frame.file) == 0);
 }
 
+static __thread bool tail_hide_interposers;
+
+void cprof__tail_hide_interposers(bool hide) { tail_hide_interposers = hide; }
+
 const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs, size_t i,
                                            bool first_is_call) {
   if (i == 0 && !first_is_call) return NULL;
@@ -95,7 +99,9 @@ const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs, size_t i,
     return NULL;
   const cprof__sym_callee *c = cprof__sym_callee_of(pcs[i]);
   if (!c) return NULL;
-  if (i == 0) return cprof__is_interposer(c->target) ? NULL : &c->frame;
+  if (i == 0 || tail_hide_interposers)
+    if (cprof__is_interposer(c->target)) return NULL;
+  if (i == 0) return &c->frame;
   uintptr_t inner = pcs[i - 1];
   if (cprof__pc_is_synthetic(inner)) return NULL;
   /* A sample taken in the PLT stub itself. */
@@ -356,9 +362,11 @@ void cprof__text_end(void) { cprof__sym_unlock(); }
 int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
   cprof__labels_strip(pcs, &npcs); /* Go's text has no labels here */
   npcs = cprof__visible_depth(pcs, npcs);
+  /* As Go: the @ line lists return addresses, the # lines the call
+   * sites (pc - 1) the stacks hold. */
   int err = cprof__buf_printf(out, " @");
   for (size_t i = 0; !err && i < npcs; i++)
-    err = cprof__buf_printf(out, " %#llx", (unsigned long long)pcs[i]);
+    err = cprof__buf_printf(out, " %#llx", (unsigned long long)pcs[i] + 1);
   if (!err) err = cprof__buf_printf(out, "\n");
   for (size_t i = 0; !err && i < npcs; i++) {
     const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
@@ -377,9 +385,16 @@ int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
                                  : 0;
     for (int f = tail ? -1 : 0; !err && f < r->nframes; f++) {
       const cprof__sym_frame *fr = f < 0 ? tail : &r->frames[f];
-      err = cprof__buf_printf(out, "#\t%#llx\t%s+%#llx\t%s:%d\n",
-                              (unsigned long long)pcs[i], fr->name, off,
-                              fr->file, fr->line);
+      err = cprof__buf_printf(out, "#\t%#llx\t%s+%#llx\t",
+                              (unsigned long long)pcs[i], fr->name, off);
+      /* Without line information, the object rather than ":0". */
+      const cprof__sym_mapping *m =
+          r->mapping >= 0 ? cprof__sym_mapping_at((size_t)r->mapping) : NULL;
+      if (!err)
+        err = fr->line > 0 && fr->file[0]
+                  ? cprof__buf_printf(out, "%s:%d\n", fr->file, fr->line)
+                  : cprof__buf_printf(out, "%s\n",
+                                      m && m->path[0] ? m->path : "?");
     }
   }
   return err;

@@ -1,18 +1,30 @@
 /*
- * The goroutine ("threads") profile (goroutine.h). It owns one real-time
- * signal, its handler and a single static request slot. The collector
- * asks threads one at a time: it publishes (generation, target tid) in the
- * slot, sends the signal with tgkill and waits, with a deadline, for the
- * handler to post the stack. The slot is static and every claim of it is a
- * compare-and-swap on (generation, state), so a handler that runs after the
- * collector gave up finds the request withdrawn (or another thread's) and
- * does nothing; nothing it could write to is ever freed.
+ * The goroutine ("threads") profile (goroutine.h). A thread is read, not
+ * interrupted, whenever it can be: /proc/self/task/TID/syscall gives the
+ * pc and stack pointer of a thread stopped in the kernel (blocked in a
+ * system call, or sleeping or stopped anywhere else), its stack is copied
+ * with process_vm_readv and walked here by the CFI walker
+ * (cprof__stack_walk_remote), and the thread never notices. Only a thread
+ * the kernel reports as running gets a signal, and it cannot be blocked
+ * in a system call at that moment, so the signal interrupts no wait (the
+ * window that remains is documented in docs/goroutine.md and counted by
+ * the handler).
+ *
+ * The signal is one real-time signal (SIGRTMIN+5 unless
+ * CPROF_THREADS_SIGNAL says another offset) with a handler that walks its
+ * own stack into a request slot. All running threads of a collection are
+ * asked at once, each through its own slot, and waited for together with
+ * one deadline. A slot is static and every claim of it is a
+ * compare-and-swap on (generation, state), so a handler that runs after
+ * the collector gave up finds the request withdrawn (or another thread's)
+ * and does nothing; nothing it could write to is ever freed.
  *
  * The handler is async-signal-safe: it takes no lock, allocates nothing,
- * calls only the stack walker and gettid, and preserves errno. It is never
- * installed over a handler the application set for the same signal.
- * Everything else runs in normal context under collect_lock, which fork
- * also takes, so a child never inherits a collection in progress.
+ * calls only the stack walker, gettid and the fault-free reader, and
+ * preserves errno. It is never installed over a handler the application
+ * set for the same signal. Everything else runs in normal context under
+ * collect_lock, which fork also takes, so a child never inherits a
+ * collection in progress.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,37 +43,60 @@
 
 #include "base/env.h"
 #include "profile/goroutine.h"
+#include "base/lock.h"
 #include "base/mem.h"
 #include "encode/writer.h"
 #include "capture/stack.h"
+#include "capture/interposers.h"
 #include "capture/stacktab.h"
-#include "base/sys.h"
 #include "encode/symbolize.h"
+#include "base/sig.h"
+#include "base/sys.h"
+#include "capture/taskread.h"
 #include "source/threads.h"
-#include "base/lock.h"
 
-/* How long the collector waits for one thread's answer. */
-#define ANSWER_TIMEOUT_NS (20 * 1000 * 1000)
+/* How long the collector waits for the running threads' answers, all of
+ * them together. */
+#define ANSWER_TIMEOUT_NS (50 * 1000 * 1000)
 #define DEFAULT_SIGNAL_OFFSET 5
+/* Running threads asked at once; more are asked in further rounds. */
+#define SLOTS 64
+/* Bytes of a blocked thread's stack the walk may copy (a page or two at a
+ * time, as it reads them); deeper words are read one by one. */
+#define STACK_COPY (32 * 1024)
 
-/* The request slot's states, in the low two bits of its word. */
+/* The request slots' states, in the low two bits of their words. */
 enum { REQ_IDLE = 0, REQ_WAITING = 1, REQ_WRITING = 2, REQ_DONE = 3 };
 
 /* How each thread's stack was obtained (a record's v[2]). */
-enum { GOT_ANSWER = 0, GOT_SELF = 1, GOT_BLOCKED = 2, GOT_NO_ANSWER = 3 };
+enum {
+  GOT_ANSWER = 0,    /* a running thread, by the signal */
+  GOT_SELF = 1,      /* the collecting thread */
+  GOT_BLOCKED = 2,   /* running, but it blocks the signal: not taken */
+  GOT_NO_ANSWER = 3, /* running, and did not answer in time */
+  GOT_READ = 4,      /* stopped in the kernel: read from /proc */
+};
 
-static struct {
+/* What ask_pending did with each pending thread, besides GOT_BLOCKED and
+ * GOT_NO_ANSWER. */
+enum { ASK_GONE = -2, ASK_READ = -1, ASK_SIGNALLED = 100 };
+
+static struct slot {
   _Atomic uint64_t word; /* generation << 2 | state */
   _Atomic pid_t target;
   size_t n;
   uintptr_t pcs[CPROF__STACK_BUF];
-} req;
+} slots[SLOTS];
 
 static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int signo;          /* 0 until set up */
 static int setup_err;      /* 0, or why the profile is unavailable */
 static cprof__goroutine_stats last_stats; /* under collect_lock */
+static bool sym_ready; /* the symbolizer has mappings; under collect_lock */
+/* Signals that, by the handler's reading of what they interrupted, cut a
+ * system call short (see check_interrupted). */
+static _Atomic int64_t interrupted_calls;
 
 /* Never called: their addresses stand, as one-frame stacks, for a thread
  * whose stack could not be taken. CPROF__DISTINCT keeps them distinct functions. */
@@ -76,138 +111,45 @@ CPROF__DISTINCT void cprof_thread_did_not_answer(void) {
 
 static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
-/*
- * Threads blocked inside libc (a futex wait, a read) are usually stopped in
- * code built without frame pointers that reuses the frame-pointer register,
- * so the frame walk ends at the interrupted pc. The handler then scans the
- * stack above the stack pointer for the first word that is an address in
- * an executable mapping (a return address) followed, higher up, by a
- * plausible frame record {frame pointer above it, return address}, and
- * walks on from there. The mappings are copied here by the collector
- * before it asks any thread, so the handler only reads a static array.
- */
-#define EXEC_RANGES 256
-#define SCAN_BYTES (16 * 1024)
-static struct {
-  uintptr_t lo, hi;
-} exec_ranges[EXEC_RANGES];
-static _Atomic size_t nexec;
-
-static bool in_exec(uintptr_t a) {
-  size_t n = atomic_load_explicit(&nexec, memory_order_acquire);
-  for (size_t i = 0; i < n; i++)
-    if (a >= exec_ranges[i].lo && a < exec_ranges[i].hi) return true;
-  return false;
-}
-
-/* Reads the word at a, probing each new page first; false if unreadable.
- * The scan reads other frames' memory, which the sanitizers would flag. */
-__attribute__((no_sanitize("address", "thread"))) static bool read_word(
-    uintptr_t a, uintptr_t *page_ok, uintptr_t *out) {
-  uintptr_t page = a & ~(uintptr_t)4095;
-  if (page != *page_ok) {
-    if (!cprof__stack_readable(a & ~(uintptr_t)15)) return false;
-    *page_ok = page;
-  }
-  *out = *(const uintptr_t *)a;
-  return true;
-}
-
-/* True when the code before a looks like a call: call rel32 (E8), or an
- * indirect call through a register or memory (FF /2, 2 to 7 bytes). The
- * code is copied by the fault-free reader: its library may be unloaded
- * while the handler runs. */
-static bool is_return_address(uintptr_t a) {
-  if (!in_exec(a) || !in_exec(a - 7)) return false;
-  unsigned char c[8]; /* c[8 - k] is the byte at a - k */
-  if (!cprof__safe_read(a - 8, c, sizeof c)) return false;
-  if (c[8 - 5] == 0xe8) return true;
-  for (int len = 2; len <= 7; len++)
-    if (c[8 - len] == 0xff && ((c[8 - len + 1] >> 3) & 7) == 2) return true;
-  return false;
-}
-
-/* A frame record at x: {a frame pointer above x, a return address}. */
-CPROF__SIGNAL_SAFE static bool plausible_record(uintptr_t x, uintptr_t *page_ok) {
-  uintptr_t f, r;
-  return read_word(x, page_ok, &f) && f > x &&
-         f - x <= ((uintptr_t)1 << 20) && (f & 7) == 0 &&
-         read_word(x + 8, page_ok, &r) && in_exec(r);
-}
-
-/* pcs[0] is the interrupted pc. The frames between the stack pointer and
- * the first frame record (fp when it is plausible, else the first
- * plausible record found above sp) belong to code without frame records:
- * every word there that is a return address is kept, then the chain from
- * the record is walked. A stale return address can slip in. */
-static size_t scan_walk(uintptr_t sp, uintptr_t fp, uintptr_t *pcs,
-                        size_t max) {
-  uintptr_t page_ok = 0, x = 0, r, f;
-  size_t n = 1;
-  sp &= ~(uintptr_t)7;
-  if (fp > sp && fp - sp < SCAN_BYTES && (fp & 7) == 0 &&
-      plausible_record(fp, &page_ok))
-    x = fp;
-  for (uintptr_t y = sp; !x && y < sp + SCAN_BYTES; y += 8)
-    if (plausible_record(y, &page_ok)) x = y;
-  if (!x) return n;
-  for (uintptr_t y = sp; y < x && n + 2 < max; y += 8)
-    if (read_word(y, &page_ok, &r) && is_return_address(r)) pcs[n++] = r - 1;
-  if (!read_word(x, &page_ok, &f) || !read_word(x + 8, &page_ok, &r))
-    return n;
-  return n + cprof__stack_walk_from(r - 1, f, x + 16, pcs + n, max - n);
-}
-
-/* The interrupted thread's stack: the CFI walk, which steps through libc's
- * frames by their rows; with CPROF_UNWIND=fp, the frame walk when it
- * stopped in the main executable and the scan when it stopped in a library
- * (libc is built without frame pointers). */
-static size_t walk_interrupted(const void *uc, uintptr_t *pcs, size_t max) {
+/* Whether the signal being handled interrupted a system call that now
+ * returns EINTR: the interrupted pc follows a `syscall` instruction and
+ * the result register holds -EINTR. That must not happen (only running
+ * threads are signalled); it is counted so a test can tell if it does. */
+static void check_interrupted(const void *uc) {
 #if defined(__x86_64__)
   const ucontext_t *u = uc;
+  if (u->uc_mcontext.gregs[REG_RAX] != -EINTR) return;
+  unsigned char c[2];
   uintptr_t pc = (uintptr_t)u->uc_mcontext.gregs[REG_RIP];
-  if (cprof__stack_mode() == CPROF__UNWIND_FP && atomic_load(&nexec) > 0 &&
-      !(pc >= exec_ranges[0].lo && pc < exec_ranges[0].hi)) {
-    pcs[0] = pc;
-    return scan_walk((uintptr_t)u->uc_mcontext.gregs[REG_RSP],
-                     (uintptr_t)u->uc_mcontext.gregs[REG_RBP], pcs, max);
-  }
+  if (cprof__safe_read(pc - 2, c, 2) && c[0] == 0x0f && c[1] == 0x05)
+    atomic_fetch_add(&interrupted_calls, 1);
+#else
+  (void)uc;
 #endif
-  return cprof__stack_walk_ucontext(uc, pcs, max);
-}
-
-/* Copies the executable mappings for the handler's scan. Normal context;
- * collect_lock held. */
-static void snapshot_exec_ranges(void) {
-  cprof__sym_lock();
-  cprof__sym_refresh();
-  size_t n = cprof__sym_nmappings();
-  if (n > EXEC_RANGES) n = EXEC_RANGES;
-  atomic_store(&nexec, 0);
-  for (size_t i = 0; i < n; i++) {
-    const cprof__sym_mapping *m = cprof__sym_mapping_at(i);
-    exec_ranges[i].lo = (uintptr_t)m->start;
-    exec_ranges[i].hi = (uintptr_t)m->limit;
-  }
-  atomic_store_explicit(&nexec, n, memory_order_release);
-  cprof__sym_unlock();
 }
 
 CPROF__SIGNAL_SAFE static void on_signal(int sig, siginfo_t *si, void *uc) {
   (void)sig;
   (void)si;
   int saved_errno = errno;
-  uint64_t w = atomic_load(&req.word);
-  if ((w & 3) == REQ_WAITING && atomic_load(&req.target) == gettid_raw() &&
-      atomic_compare_exchange_strong(&req.word, &w,
-                                     (w & ~(uint64_t)3) | REQ_WRITING)) {
+  pid_t self = gettid_raw();
+  for (size_t i = 0; i < SLOTS; i++) {
+    struct slot *s = &slots[i];
+    uint64_t w = atomic_load(&s->word);
+    if ((w & 3) != REQ_WAITING || atomic_load(&s->target) != self) continue;
+    if (!atomic_compare_exchange_strong(&s->word, &w,
+                                        (w & ~(uint64_t)3) | REQ_WRITING))
+      continue;
     /* Too little stack left for a walk: the thread answers with an
      * empty stack rather than overrun its stack. */
-    req.n = cprof__stack_room() >= CPROF__HANDLER_STACK
-                ? walk_interrupted(uc, req.pcs, CPROF__ARRAY_LEN(req.pcs))
-                : 0;
-    atomic_store(&req.word, (w & ~(uint64_t)3) | REQ_DONE);
+    s->n = cprof__stack_room() >= CPROF__HANDLER_STACK
+               ? cprof__stack_walk_ucontext(uc, s->pcs,
+                                            CPROF__ARRAY_LEN(s->pcs))
+               : 0;
+    atomic_store(&s->word, (w & ~(uint64_t)3) | REQ_DONE);
+    break;
   }
+  check_interrupted(uc);
   errno = saved_errno;
 }
 
@@ -225,10 +167,7 @@ static void setup(void) {
     setup_err = CPROF_ESYS;
     return;
   }
-  bool taken = (old.sa_flags & SA_SIGINFO)
-                   ? old.sa_sigaction != on_signal
-                   : old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN;
-  if (taken) {
+  if (cprof__sig_taken(&old, on_signal)) {
     cprof__warn("goroutine profile disabled: the program has its own "
                 "handler for SIGRTMIN+%d (set CPROF_THREADS_SIGNAL to "
                 "another offset)",
@@ -266,15 +205,6 @@ static ssize_t read_proc(const char *path, char *buf, size_t size) {
   return (ssize_t)len;
 }
 
-/* The state letter of /proc/self/task/<tid>/stat, or '?'. */
-static char thread_state(pid_t tid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  if (read_proc(path, buf, sizeof buf) <= 0) return '?';
-  const char *p = strrchr(buf, ')');
-  return p && p[1] == ' ' && p[2] ? p[2] : '?';
-}
-
 /* Whether sig is in the thread's blocked or pending set (/proc's SigBlk
  * and SigPnd lines are hex masks, bit n-1 for signal n). */
 static bool signal_in(const char *status, const char *field, int sig) {
@@ -284,21 +214,6 @@ static bool signal_in(const char *status, const char *field, int sig) {
   return (mask >> (sig - 1)) & 1;
 }
 
-static const char *state_name(char c) {
-  switch (c) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "disk sleep";
-    case 'T': return "stopped";
-    case 't': return "tracing stop";
-    case 'Z': return "zombie";
-    case 'X': return "dead";
-    case 'I': return "idle";
-    case 'P': return "parked";
-    default: return "unknown";
-  }
-}
-
 static void pause_briefly(int64_t waited_ns) {
   if (waited_ns < 200 * 1000) {
     sched_yield();
@@ -306,51 +221,6 @@ static void pause_briefly(int64_t waited_ns) {
     struct timespec ts = {0, 50 * 1000};
     nanosleep(&ts, NULL);
   }
-}
-
-/* Waits until the request word leaves `from`; returns the last word seen.
- * Gives up at the deadline. */
-static uint64_t wait_word(uint64_t from, int64_t t0, int64_t deadline) {
-  uint64_t w;
-  while ((w = atomic_load(&req.word)) == from) {
-    int64_t now = cprof__mono_ns();
-    if (now >= deadline) break;
-    pause_briefly(now - t0);
-  }
-  return w;
-}
-
-/* Asks tid for its stack. Returns GOT_ANSWER with pcs filled, GOT_NO_ANSWER,
- * or -1 when the thread no longer exists. collect_lock held. */
-static int ask(pid_t tid, uintptr_t *pcs, size_t *n, int64_t *took) {
-  int64_t t0 = cprof__mono_ns();
-  uint64_t w = atomic_load(&req.word);
-  if ((w & 3) == REQ_WRITING) /* a late handler from an earlier request */
-    w = wait_word(w, t0, t0 + ANSWER_TIMEOUT_NS);
-  if ((w & 3) == REQ_WRITING) return GOT_NO_ANSWER;
-  uint64_t gen = (w >> 2) + 1;
-  atomic_store(&req.target, tid);
-  atomic_store(&req.word, gen << 2 | REQ_WAITING);
-  if (syscall(SYS_tgkill, getpid(), tid, signo) != 0) {
-    int gone = errno == ESRCH;
-    atomic_store(&req.word, gen << 2 | REQ_IDLE);
-    return gone ? -1 : GOT_NO_ANSWER;
-  }
-  w = wait_word(gen << 2 | REQ_WAITING, t0, t0 + ANSWER_TIMEOUT_NS);
-  if (w == (gen << 2 | REQ_WAITING)) {
-    /* Withdraw the request; if the handler claimed it meanwhile, it is
-     * writing now and will finish shortly. */
-    if (atomic_compare_exchange_strong(&req.word, &w, gen << 2 | REQ_IDLE))
-      return GOT_NO_ANSWER;
-  }
-  if (w == (gen << 2 | REQ_WRITING))
-    w = wait_word(w, t0, cprof__mono_ns() + ANSWER_TIMEOUT_NS);
-  if (w != (gen << 2 | REQ_DONE)) return GOT_NO_ANSWER;
-  *n = req.n;
-  memcpy(pcs, req.pcs, *n * sizeof *pcs);
-  atomic_store(&req.word, gen << 2 | REQ_IDLE);
-  *took = cprof__mono_ns() - t0;
-  return GOT_ANSWER;
 }
 
 /* The thread ids of the process, from /proc/self/task. */
@@ -388,39 +258,217 @@ static int list_threads(pid_t **out, size_t *count) {
   return 0;
 }
 
-static int one_thread(pid_t tid, pid_t self, cprof__records *out,
-                      cprof__goroutine_stats *st) {
-  uintptr_t pcs[CPROF__STACK_BUF];
-  size_t n = 0;
-  int64_t took = 0;
-  int how;
-  char path[64], status[2048];
-  char state = thread_state(tid);
-  snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-  if (tid == self) {
-    n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 0);
-    how = GOT_SELF;
-  } else if (read_proc(path, status, sizeof status) <= 0) {
-    return 0; /* exited since it was listed */
-  } else if (signal_in(status, "\nSigBlk:", signo)) {
-    how = GOT_BLOCKED;
-  } else if (signal_in(status, "\nSigPnd:", signo)) {
-    how = GOT_NO_ANSWER; /* an earlier request is still undelivered */
-  } else {
-    how = ask(tid, pcs, &n, &took);
-    if (how < 0) return 0;
+/* One collection's working state. */
+typedef struct collection {
+  cprof__records *out;
+  cprof__goroutine_stats st;
+  int dirfd;            /* /proc/self/task */
+  unsigned char *copy;  /* STACK_COPY bytes for a blocked thread's stack */
+  cprof__call_cache *calls; /* shared by the collection's walks */
+  struct {
+    pid_t tid;
+    char state;
+  } pending[SLOTS];
+  size_t npending;
+} collection;
+
+/* Leaves out the frames of cprof's own interposers (a thread waiting on a
+ * mutex shows libc's pthread_mutex_lock and the application's caller, not
+ * cprof's wrapper in between). Symbolizer lock held. */
+static size_t drop_interposers(uintptr_t *pcs, size_t n) {
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    const cprof__sym_result *r = pcs[i] > CPROF__PC_SYNTHETIC_MAX
+                                     ? cprof__sym_lookup(pcs[i])
+                                     : NULL;
+    if (r && r->nframes > 0 && kept + 1 < n &&
+        cprof__is_interposer(r->frames[r->nframes - 1].start))
+      continue;
+    pcs[kept++] = pcs[i];
   }
-  st->threads++;
-  if (how == GOT_ANSWER || how == GOT_SELF) st->answered++;
-  if (took > st->max_answer_ns) st->max_answer_ns = took;
-  if (how == GOT_BLOCKED || how == GOT_NO_ANSWER) {
+  return kept;
+}
+
+static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
+                      char state, int how, long nr) {
+  c->st.threads++;
+  if (how == GOT_ANSWER || how == GOT_SELF || how == GOT_READ)
+    c->st.answered++;
+  if (how == GOT_READ) c->st.read++;
+  if (how == GOT_BLOCKED || how == GOT_NO_ANSWER || n == 0) {
     pcs[0] = how == GOT_BLOCKED ? (uintptr_t)cprof_thread_blocks_signal
                                 : (uintptr_t)cprof_thread_did_not_answer;
     n = 1;
   }
-  const int64_t v[3] = {1, state, how};
-  return cprof__records_add(out, cprof__stacktab_intern(pcs, n),
-                            (uint32_t)tid, v, 3);
+  n = drop_interposers(pcs, n);
+  const int64_t v[4] = {1, state, how, nr + 1};
+  return cprof__records_add(c->out, cprof__stacktab_intern(pcs, n),
+                            (uint32_t)tid, v, 4);
+}
+
+/* The first address of the function holding pc, from the symbolizer
+ * (whose lock the collection holds), or 0. */
+static uintptr_t func_start(uintptr_t pc) {
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  return r && r->nframes > 0 ? (uintptr_t)r->frames[r->nframes - 1].start
+                             : 0;
+}
+
+/* A thread stopped in the kernel: its stack walked from /proc's pc and
+ * sp, through a copy of its stack. */
+static int read_thread(collection *c, pid_t tid, const cprof__task *t) {
+  uintptr_t pcs[CPROF__STACK_BUF];
+  cprof__stack_copy copy = {c->copy, t->sp, 0, c->copy ? STACK_COPY : 0,
+                            c->calls, 0, 0, 0};
+  size_t n = cprof__stack_walk_remote(t->pc, t->sp, 0, t->nr >= 0, &copy,
+                                      pcs, CPROF__ARRAY_LEN(pcs));
+  /* The walk looked for a frame record of the function at want_pc: again,
+   * knowing where that function starts (the copy is kept). */
+  if (copy.want_pc) {
+    copy.fs = func_start(copy.want_pc);
+    copy.fs_pc = copy.fs ? copy.want_pc : 0;
+    if (copy.fs)
+      n = cprof__stack_walk_remote(t->pc, t->sp, 0, t->nr >= 0, &copy, pcs,
+                                   CPROF__ARRAY_LEN(pcs));
+  }
+  return add_record(c, tid, pcs, n, t->state, GOT_READ, t->nr);
+}
+
+/* The collecting thread itself: from the caller of the public function it
+ * came through, or from here. */
+static int self_thread(collection *c, pid_t tid) {
+  uintptr_t pcs[CPROF__STACK_BUF];
+  size_t n;
+  const uintptr_t *frame = cprof__task_entry_frame;
+  if (frame && frame[1] > CPROF__PC_SYNTHETIC_MAX)
+    n = cprof__stack_walk_from(frame[1] - 1, frame[0], (uintptr_t)(frame + 2),
+                               pcs, CPROF__ARRAY_LEN(pcs));
+  else
+    n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 0);
+  return add_record(c, tid, pcs, n, 'R', GOT_SELF, -1);
+}
+
+/* Asks the pending (running) threads for their stacks, all at once, and
+ * records each answer, or why there is none. */
+static int ask_pending(collection *c) {
+  int err = 0;
+  int64_t t0 = cprof__mono_ns();
+  uint64_t gen[SLOTS];
+  int asked[SLOTS];
+  pid_t pid = getpid();
+  for (size_t i = 0; i < c->npending; i++) {
+    pid_t tid = c->pending[i].tid;
+    asked[i] = ASK_GONE;
+    char path[64], status[2048];
+    snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
+    if (read_proc(path, status, sizeof status) <= 0) continue; /* gone */
+    if (signal_in(status, "\nSigBlk:", signo)) {
+      asked[i] = GOT_BLOCKED;
+      continue;
+    }
+    if (signal_in(status, "\nSigPnd:", signo)) {
+      asked[i] = GOT_NO_ANSWER; /* an earlier request is still undelivered */
+      continue;
+    }
+    /* Last look just before the signal: a thread that has gone to sleep
+     * in the kernel since it was listed is read instead. */
+    if (!cprof__task_still_running(c->dirfd, tid)) {
+      cprof__task t;
+      if (cprof__task_read(c->dirfd, tid, &t) == 0 && t.stopped) {
+        asked[i] = ASK_READ;
+        if (!err) err = read_thread(c, tid, &t);
+        continue;
+      }
+    }
+    struct slot *s = &slots[i];
+    uint64_t w = atomic_load(&s->word);
+    if ((w & 3) == REQ_WRITING) { /* a late handler from an earlier round */
+      asked[i] = GOT_NO_ANSWER;
+      continue;
+    }
+    gen[i] = (w >> 2) + 1;
+    atomic_store(&s->target, tid);
+    atomic_store(&s->word, gen[i] << 2 | REQ_WAITING);
+    if (syscall(SYS_tgkill, pid, tid, signo) != 0) {
+      atomic_store(&s->word, gen[i] << 2 | REQ_IDLE);
+      asked[i] = errno == ESRCH ? ASK_GONE : GOT_NO_ANSWER;
+      continue;
+    }
+    c->st.signalled++;
+    asked[i] = ASK_SIGNALLED;
+  }
+  /* Wait for every answer, with one deadline for all. */
+  int64_t deadline = t0 + ANSWER_TIMEOUT_NS;
+  for (;;) {
+    bool waiting = false;
+    for (size_t i = 0; i < c->npending && !waiting; i++)
+      if (asked[i] == ASK_SIGNALLED) {
+        uint64_t w = atomic_load(&slots[i].word);
+        waiting = w == (gen[i] << 2 | REQ_WAITING) ||
+                  w == (gen[i] << 2 | REQ_WRITING);
+      }
+    int64_t now = cprof__mono_ns();
+    if (!waiting || now >= deadline) break;
+    pause_briefly(now - t0);
+  }
+  for (size_t i = 0; i < c->npending; i++) {
+    pid_t tid = c->pending[i].tid;
+    char state = c->pending[i].state;
+    uintptr_t pcs[CPROF__STACK_BUF];
+    if (asked[i] == ASK_GONE || asked[i] == ASK_READ) continue;
+    if (asked[i] != ASK_SIGNALLED) {
+      if (!err) err = add_record(c, tid, pcs, 0, state, asked[i], -1);
+      continue;
+    }
+    struct slot *s = &slots[i];
+    uint64_t w = gen[i] << 2 | REQ_WAITING;
+    /* Withdraw an unanswered request; if the handler claimed it
+     * meanwhile, it is writing now and finishes shortly. */
+    if (atomic_compare_exchange_strong(&s->word, &w, gen[i] << 2 | REQ_IDLE)) {
+      if (!err) err = add_record(c, tid, pcs, 0, state, GOT_NO_ANSWER, -1);
+      continue;
+    }
+    int64_t until = cprof__mono_ns() + ANSWER_TIMEOUT_NS;
+    while ((w = atomic_load(&s->word)) == (gen[i] << 2 | REQ_WRITING) &&
+           cprof__mono_ns() < until)
+      pause_briefly(ANSWER_TIMEOUT_NS);
+    if (w != (gen[i] << 2 | REQ_DONE)) {
+      if (!err) err = add_record(c, tid, pcs, 0, state, GOT_NO_ANSWER, -1);
+      continue;
+    }
+    size_t n = s->n;
+    memcpy(pcs, s->pcs, n * sizeof *pcs);
+    atomic_store(&s->word, gen[i] << 2 | REQ_IDLE);
+    int64_t took = cprof__mono_ns() - t0;
+    if (took > c->st.max_answer_ns) c->st.max_answer_ns = took;
+    if (!err) err = add_record(c, tid, pcs, n, state, GOT_ANSWER, -1);
+  }
+  c->npending = 0;
+  return err;
+}
+
+static int one_thread(collection *c, pid_t tid, pid_t self) {
+  uint32_t create_sid;
+  bool own = false;
+  if (cprof__task_lookup(tid, &create_sid, &own) && own) return 0;
+  if (tid == self) return self_thread(c, tid);
+  cprof__task t;
+  /* A thread between two states (woken, not yet running) can briefly
+   * read as neither running nor stopped: look again. */
+  for (int tries = 0; tries < 3; tries++) {
+    if (cprof__task_read(c->dirfd, tid, &t) != 0) return 0; /* exited */
+    if (t.stopped) return read_thread(c, tid, &t);
+    if (t.running) break;
+    if (t.state == 'Z' || t.state == 'X') return 0;
+  }
+  if (!t.running) {
+    uintptr_t pcs[CPROF__STACK_BUF];
+    return add_record(c, tid, pcs, 0, t.state, GOT_NO_ANSWER, -1);
+  }
+  c->pending[c->npending].tid = tid;
+  c->pending[c->npending].state = t.state;
+  if (++c->npending == SLOTS) return ask_pending(c);
+  return 0;
 }
 
 static int goroutine_collect(cprof__records *out) {
@@ -430,16 +478,34 @@ static int goroutine_collect(cprof__records *out) {
   pid_t *tids = NULL;
   size_t ntids = 0;
   cprof__lock(&collect_lock);
-  snapshot_exec_ranges();
   int64_t t0 = cprof__mono_ns();
   out->time_ns = cprof__now_ns();
-  cprof__goroutine_stats st = {0};
-  int err = list_threads(&tids, &ntids);
+  collection c;
+  memset(&c, 0, sizeof c);
+  c.out = out;
+  c.dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  c.copy = cprof__malloc(STACK_COPY);
+  c.calls = cprof__calloc(1, sizeof *c.calls);
+  int err = c.dirfd < 0 ? CPROF_ESYS : list_threads(&tids, &ntids);
   pid_t self = gettid_raw();
+  /* The lookups here only recognise cprof's own interposers, whose code
+   * never moves: the mappings are read once, not at every collection
+   * (the writer rereads them for the names it prints). */
+  cprof__sym_lock();
+  if (!sym_ready) {
+    cprof__sym_refresh();
+    sym_ready = true;
+  }
   for (size_t i = 0; !err && i < ntids; i++)
-    err = one_thread(tids[i], self, out, &st);
-  st.total_ns = cprof__mono_ns() - t0;
-  last_stats = st;
+    err = one_thread(&c, tids[i], self);
+  if (!err && c.npending) err = ask_pending(&c);
+  cprof__sym_unlock();
+  if (c.dirfd >= 0) close(c.dirfd);
+  cprof__free(c.copy);
+  cprof__free(c.calls);
+  c.st.total_ns = cprof__mono_ns() - t0;
+  c.st.interrupted = atomic_load(&interrupted_calls);
+  last_stats = c.st;
   cprof__unlock(&collect_lock);
   cprof__free(tids);
   return err;
@@ -455,8 +521,31 @@ static long goroutine_entries(void) {
   pid_t *tids = NULL;
   size_t n = 0;
   if (list_threads(&tids, &n) != 0) return 0;
+  long count = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t sid;
+    bool own = false;
+    if (!(cprof__task_lookup(tids[i], &sid, &own) && own)) count++;
+  }
   cprof__free(tids);
-  return (long)n;
+  return count;
+}
+
+/* "\tfile:line +0xoff\n" as a Go traceback prints a frame's location; an
+ * object and no line where the line is unknown (no ":0"). */
+static int write_location(cprof_buf *out, const cprof__sym_result *r,
+                          const cprof__sym_frame *fr, bool offset,
+                          unsigned long long off) {
+  int err;
+  if (fr->line > 0 && fr->file[0]) {
+    err = cprof__buf_printf(out, "\t%s:%d", fr->file, fr->line);
+  } else {
+    const cprof__sym_mapping *m =
+        r->mapping >= 0 ? cprof__sym_mapping_at((size_t)r->mapping) : NULL;
+    err = cprof__buf_printf(out, "\t%s", m && m->path[0] ? m->path : "?");
+  }
+  if (!err && offset) err = cprof__buf_printf(out, " +%#llx", off);
+  return err ? err : cprof__buf_printf(out, "\n");
 }
 
 /* Frame k of pcs as a Go traceback prints it: "func(...)" then
@@ -470,23 +559,40 @@ static int write_frame(cprof_buf *out, const uintptr_t *pcs, size_t k) {
                              (unsigned long long)pc);
   int err = 0;
   const cprof__sym_frame *outer = &r->frames[r->nframes - 1];
+  unsigned long long off =
+      outer->start && pc >= outer->start ? pc - outer->start : 0;
   const cprof__sym_frame *tail = cprof__tail_callee(pcs, k, false);
-  if (tail)
-    err = cprof__buf_printf(out, "%s(...)\n\t%s:%d\n", tail->name,
-                            tail->file[0] ? tail->file : "?", tail->line);
+  if (tail) {
+    err = cprof__buf_printf(out, "%s(...)\n", tail->name);
+    if (!err) err = write_location(out, r, tail, false, 0);
+  }
   for (int f = 0; !err && f < r->nframes; f++) {
     const cprof__sym_frame *fr = &r->frames[f];
-    err = cprof__buf_printf(out, "%s(...)\n\t%s:%d", fr->name,
-                            fr->file[0] ? fr->file : "?", fr->line);
-    if (!err && f == r->nframes - 1)
-      err = cprof__buf_printf(
-          out, " +%#llx",
-          (unsigned long long)(outer->start && pc >= outer->start
-                                   ? pc - outer->start
-                                   : 0));
-    if (!err) err = cprof__buf_printf(out, "\n");
+    err = cprof__buf_printf(out, "%s(...)\n", fr->name);
+    if (!err) err = write_location(out, r, fr, f == r->nframes - 1, off);
   }
   return err;
+}
+
+/* Go's "created by FUNC" and its location: the frame that called
+ * pthread_create, from the stack threadcreate recorded. */
+static int write_created_by(cprof_buf *out, pid_t tid) {
+  uint32_t sid;
+  bool own;
+  if (!cprof__task_lookup(tid, &sid, &own) || sid == CPROF__TASK_NO_STACK)
+    return 0;
+  const uintptr_t *pcs;
+  size_t n = cprof__stacktab_get((cprof__stack_id)sid, &pcs);
+  if (n == 0 || pcs[0] <= CPROF__PC_SYNTHETIC_MAX) return 0;
+  const cprof__sym_result *r = cprof__sym_lookup(pcs[0]);
+  if (!r || r->nframes == 0) return 0;
+  const cprof__sym_frame *fr = &r->frames[r->nframes - 1];
+  unsigned long long off =
+      fr->start && pcs[0] >= fr->start ? pcs[0] - fr->start : 0;
+  /* The innermost inlined frame is the one whose code made the call. */
+  const cprof__sym_frame *in = &r->frames[0];
+  int err = cprof__buf_printf(out, "created by %s\n", in->name);
+  return err ? err : write_location(out, r, in, true, off);
 }
 
 static void thread_name(pid_t tid, char *name, size_t size) {
@@ -505,15 +611,24 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
   cprof__text_begin();
   for (size_t i = 0; !err && i < recs->len; i++) {
     const cprof__record *r = &recs->v[i];
-    char name[64];
+    char name[64], call[48] = "";
     thread_name((pid_t)r->tag, name, sizeof name);
-    err = cprof__buf_printf(&out, "goroutine %u [%s, name=%s]:\n",
-                            (unsigned)r->tag, state_name((char)r->v[1]),
-                            name);
+    long nr = (long)r->v[3] - 1;
+    if (nr >= 0) {
+      const char *sc = cprof__syscall_name(nr);
+      if (sc)
+        snprintf(call, sizeof call, ", syscall %s", sc);
+      else
+        snprintf(call, sizeof call, ", syscall %ld", nr);
+    }
+    err = cprof__buf_printf(&out, "goroutine %u [%s%s, name=%s]:\n",
+                            (unsigned)r->tag,
+                            cprof__task_state_name((char)r->v[1]), call, name);
     const uintptr_t *pcs;
     size_t n = cprof__stacktab_get(r->sid, &pcs);
     n = cprof__visible_depth(pcs, n);
     for (size_t k = 0; !err && k < n; k++) err = write_frame(&out, pcs, k);
+    if (!err) err = write_created_by(&out, (pid_t)r->tag);
     if (!err) err = cprof__buf_printf(&out, "\n");
   }
   cprof__text_end();
@@ -522,9 +637,13 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
 
 static int goroutine_write(const cprof__records *recs, int debug,
                            int64_t duration_ns, const cprof_sink *sink) {
-  if (debug >= 2) return write_threads(recs, sink);
-  return cprof__write_count_profile("goroutine", recs, debug, duration_ns,
-                                    sink);
+  cprof__tail_hide_interposers(true);
+  int err = debug >= 2 && duration_ns == 0
+                ? write_threads(recs, sink)
+                : cprof__write_count_profile("goroutine", recs, debug,
+                                             duration_ns, sink);
+  cprof__tail_hide_interposers(false);
+  return err;
 }
 
 const cprof__profile_def cprof__goroutine_profile = {
@@ -534,7 +653,9 @@ const cprof__profile_def cprof__goroutine_profile = {
     .description = "Stack traces of all current goroutines. Use debug=2 as "
                    "a query parameter to export in the same format as an "
                    "unrecovered panic.",
-    .supports_delta = false,
+    /* As Go: ?seconds=N gives the difference of two collections N
+     * seconds apart (stacks that appeared count +1, that went away -1). */
+    .supports_delta = true,
     .entries = goroutine_entries,
     .collect = goroutine_collect,
     .write = goroutine_write,

@@ -1,15 +1,18 @@
 /*
  * The goroutine profile, named "goroutine" as in Go and also reachable as
- * "threads": the current stack of every thread of the process. Each thread
- * is sent a real-time signal (SIGRTMIN+5 unless CPROF_THREADS_SIGNAL says
- * another offset from SIGRTMIN) and walks its own stack in the handler; the
- * collector waits a bounded time for each answer, so a thread that blocks
- * the signal or does not answer is reported with a synthetic frame, never
- * waited for forever. Threads are asked one at a time, so each stops only
- * for its own stack walk.
+ * "threads": the current stack of every thread of the process but cprof's
+ * own. A thread stopped in the kernel (blocked in a system call, asleep)
+ * is read from /proc/self/task/TID/syscall and its stack walked from
+ * there, without touching it; only a thread the kernel reports running is
+ * sent a real-time signal (SIGRTMIN+5 unless CPROF_THREADS_SIGNAL says
+ * another offset from SIGRTMIN) and walks its own stack in the handler.
+ * All running threads are asked at once and waited for with one bounded
+ * deadline, so a thread that blocks the signal or does not answer is
+ * reported with a synthetic frame, never waited for forever.
  *
  * debug=0 pprof goroutine/count, debug=1 grouped by stack, debug=2 one
- * block per thread with its tid, state and name from /proc.
+ * block per thread with its tid, state, system call and name from /proc
+ * and the "created by" frame; ?seconds=N a delta, as Go serves it.
  */
 #ifndef CPROF_GOROUTINE_H
 #define CPROF_GOROUTINE_H
@@ -20,12 +23,15 @@
 
 CPROF__HIDDEN extern const cprof__profile_def cprof__goroutine_profile;
 
-/* Figures for the last collection: how many threads were asked, how many
- * answered, the whole collection's wall time and the slowest single
- * answer (signal sent to stack copied). Thread-safe. */
+/* Figures for the last collection: how many threads it listed, how many
+ * stacks it got, how many of those were read from /proc and how many
+ * threads were sent the signal, the whole collection's wall time and the
+ * slowest answer to the signal; and, over the process's life, how many
+ * signals the handler found had cut a system call short (never expected
+ * to be nonzero). Thread-safe. */
 typedef struct cprof__goroutine_stats {
-  int threads, answered;
-  int64_t total_ns, max_answer_ns;
+  int threads, answered, read, signalled;
+  int64_t total_ns, max_answer_ns, interrupted;
 } cprof__goroutine_stats;
 CPROF__HIDDEN void cprof__goroutine_last_stats(cprof__goroutine_stats *out);
 

@@ -21,6 +21,7 @@
 #include "base/mem.h"
 #include "profile/cpu.h"
 #include "profile/registry.h"
+#include "capture/taskread.h"
 #include "capture/stack.h"
 #include "profile/threadcreate.h"
 #include "source/threads.h"
@@ -156,7 +157,9 @@ int cprof_profile_write(const char *name, int debug, const cprof_sink *sink) {
    * before the stacks are collected and walked. */
   cprof__stack_refresh();
   cprof__records recs = {0};
+  CPROF__TASK_ENTER(entry);
   int err = def->collect(&recs);
+  CPROF__TASK_LEAVE(entry);
   if (!err) err = def->write(&recs, debug, 0, sink);
   cprof__records_free(&recs);
   return err;
@@ -169,7 +172,9 @@ int cprof_profile_write_file(const char *name, int debug, const char *path) {
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return CPROF_EIO;
   cprof_sink sink = cprof_sink_fd(fd);
+  CPROF__TASK_ENTER(entry);
   int err = cprof_profile_write(name, debug, &sink);
+  CPROF__TASK_LEAVE(entry);
   if (close(fd) != 0 && !err) err = CPROF_EIO;
   return err;
 }

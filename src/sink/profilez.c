@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "capture/taskread.h"
 #include "profile/heap_peak.h"
 #include "base/mem.h"
 #include "sink/profilez.h"
@@ -49,8 +50,16 @@ int cprof_profilez(const char *name, int debug, int seconds, cprof_buf *out) {
                                        &sink);
   }
   if (def->enabled && !def->enabled()) return def->off_error;
-  if (seconds == 0) return cprof_profile_write(name, debug, &sink);
-  if (debug != 0 || !def->supports_delta) return CPROF_EINVAL;
-  return cprof__profile_write_delta(def, (int64_t)seconds * 1000000000,
-                                    cprof__sleep_wait, NULL, &sink);
+  /* The goroutine profile shows this thread from our caller on. */
+  CPROF__TASK_ENTER(entry);
+  int err;
+  if (seconds == 0)
+    err = cprof_profile_write(name, debug, &sink);
+  else if (debug != 0 || !def->supports_delta)
+    err = CPROF_EINVAL;
+  else
+    err = cprof__profile_write_delta(def, (int64_t)seconds * 1000000000,
+                                     cprof__sleep_wait, NULL, &sink);
+  CPROF__TASK_LEAVE(entry);
+  return err;
 }

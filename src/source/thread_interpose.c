@@ -15,6 +15,8 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "capture/agg.h"
 #include "base/lock.h"
@@ -22,6 +24,7 @@
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
+#include "capture/taskread.h"
 #include "source/threads.h"
 
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
@@ -82,10 +85,14 @@ typedef struct thread_start {
   void *arg;
   bool cprof_thread; /* created by cprof's own code: guarded for life */
   const cprof_labels *labels; /* the creator's, which the thread inherits */
+  uint32_t create_sid; /* the creating stack, or CPROF__TASK_NO_STACK */
 } thread_start;
+
+static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 static void thread_exiting(void *arg) {
   const thread_start *start = arg;
+  cprof__task_forget(own_tid());
   cprof__guard_enter();
   run_hooks(false);
   cprof__stack_unregister_thread();
@@ -104,6 +111,9 @@ static void *cprof__thread_main(void *p) {
   run_hooks(true);
   cprof__guard_exit();
   cprof_labels_push(start.labels);
+  /* For the goroutine profile: its "created by" line, and cprof's own
+   * threads left out. */
+  cprof__task_note(own_tid(), start.create_sid, start.cprof_thread);
   void *ret;
   pthread_cleanup_push(thread_exiting, &start);
   ret = start.fn(start.arg);
@@ -127,10 +137,14 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 1);
 
   bool cprof_thread = cprof__guarded();
+  cprof__stack_id sid = creations && !cprof_thread
+                            ? cprof__stacktab_intern(pcs, n)
+                            : CPROF__TASK_NO_STACK;
   thread_start *start = cprof__malloc(sizeof *start);
   int rc;
   if (start) {
-    *start = (thread_start){fn, arg, cprof_thread, cprof_labels_current()};
+    *start = (thread_start){fn, arg, cprof_thread, cprof_labels_current(),
+                            sid};
     rc = real(thread, attr, cprof__thread_main, start);
     if (rc != 0) cprof__free(start);
   } else {
@@ -138,7 +152,7 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   }
   if (rc == 0 && creations && !cprof_thread) {
     const int64_t one = 1;
-    cprof__agg_add(creations, cprof__stacktab_intern(pcs, n), 0, &one);
+    cprof__agg_add(creations, sid, 0, &one);
   }
   errno = saved_errno;
   return rc;
@@ -149,7 +163,11 @@ static void *spawned_main(void *p) {
   cprof__free(p);
   cprof__guard_enter();
   cprof__stack_register_thread();
-  return start.fn(start.arg);
+  pid_t tid = own_tid();
+  cprof__task_note(tid, CPROF__TASK_NO_STACK, true);
+  void *ret = start.fn(start.arg);
+  cprof__task_forget(tid);
+  return ret;
 }
 
 int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
@@ -159,7 +177,7 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
   if (!real) return EAGAIN;
   thread_start *start = cprof__malloc(sizeof *start);
   if (!start) return ENOMEM;
-  *start = (thread_start){fn, arg, true, NULL};
+  *start = (thread_start){fn, arg, true, NULL, CPROF__TASK_NO_STACK};
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);

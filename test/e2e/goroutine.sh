@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # The goroutine ("threads") profile end to end: a 50-thread program whose
-# threads spin, sleep, wait on a mutex and on a condition variable, and one
-# that blocks every signal. debug=2 has one block per thread, each with
-# named frames; the blocked thread is reported, not waited for; debug=1 and
-# debug=0 are Go's count profile. The collection's figures are printed.
+# threads spin, sleep, wait on a mutex and on a condition variable, and two
+# that block every signal (one spins, one sleeps). debug=2 has one block
+# per thread, each with named frames, its state and system call from
+# /proc and its "created by" line; the spinning thread that blocks signals
+# is reported, not waited for; the sleeping one is read from /proc and
+# shows its own function; cprof's interposers never appear; debug=1 and
+# debug=0 are Go's count profile, with return addresses on the @ line. The
+# collection's figures are printed.
 source "$(dirname "$0")/lib.bash"
 prog=$CPROF_BUILD/test/progs/threads_dump
 "$prog" "$TMP" >"$TMP/stats.txt"
@@ -15,18 +19,41 @@ n=$(grep -c '^goroutine [0-9]* \[' "$d2")
 checks=$((checks + 1))
 echo "ok: debug=2 has $n thread blocks"
 expect_match "$d2" '^goroutine [0-9]+ \[(running|sleeping), name=spinner\]:$' "header with state and name"
+expect_match "$d2" '^goroutine [0-9]+ \[sleeping, syscall (clock_nanosleep|nanosleep), name=sleeper\]:$' "a sleeper's header names its state and system call"
+expect_match "$d2" '^goroutine [0-9]+ \[sleeping, syscall futex, name=locker\]:$' "a locker waits in futex"
+expect_match "$d2" '^created by main$' "created by the function that called pthread_create"
+expect_no_match "$d2" 'contention\.c' "no frame of cprof's lock interposers in debug=2"
+expect_no_match "$TMP/threads1.txt" 'contention\.c|registry\.c|profilez\.c' "no cprof frame in debug=1"
+expect_no_match "$d2" ':0( |$)' "no frame with line 0"
+# The @ line has return addresses: each is one past its # line's call site.
+python3 - "$TMP/threads1.txt" <<'PY' || fail "an @ address is not its # address + 1"
+import sys
+at, seen, bad = [], [], 0
+def check():
+    global bad
+    if at and [a - 1 for a in at] != seen:
+        print("@", [hex(a) for a in at], "#", [hex(a) for a in seen])
+        bad = 1
+for line in open(sys.argv[1]):
+    if " @ " in line:
+        check()
+        at, seen = [int(x, 16) for x in line.split("@")[1].split()], []
+    elif line.startswith("#\t"):
+        pc = int(line.split("\t")[1], 16)
+        if not seen or seen[-1] != pc:
+            seen.append(pc)
+check()
+sys.exit(bad)
+PY
+checks=$((checks + 1))
+echo "ok: the @ line lists return addresses, the # lines call sites"
 expect_match "$d2" $'^\t/.*threads_dump\\.c:[0-9]+ \\+0x[0-9a-f]+$' "file:line +0xoff lines"
-tsan=0
-tsan_build "$prog" && tsan=1
-if [ "$tsan" = 1 ]; then
-  # ThreadSanitizer defers asynchronous signals to its next interceptor, so
-  # a thread answers from wherever that is, not from where it waits.
-  echo "skip: worker_lock / worker_sleep frames under ThreadSanitizer (deferred signals)"
-else
-  expect_match "$d2" '^worker_lock\(\.\.\.\)$' "a thread waiting on a mutex shows worker_lock"
-  expect_match "$d2" '^worker_sleep\(\.\.\.\)$' "a sleeping thread shows worker_sleep"
-fi
+# Waiting threads are read from /proc, not signalled: their frames show
+# under ThreadSanitizer too (which defers asynchronous signals).
+expect_match "$d2" '^worker_lock\(\.\.\.\)$' "a thread waiting on a mutex shows worker_lock"
+expect_match "$d2" '^worker_sleep\(\.\.\.\)$' "a sleeping thread shows worker_sleep"
 expect_match "$d2" '^main\(\.\.\.\)$' "the collecting thread shows main"
+expect_match "$d2" '^worker_blocks_quietly\(\.\.\.\)$' "a sleeping thread that blocks signals is read from /proc and shows its function"
 expect_match "$d2" '^cprof_thread_blocks_signal\(\.\.\.\)$' "the thread that blocks signals is reported"
 # Every block names at least one function.
 awk '/^goroutine / {if (h && !named) bad = bad h "\n"; h = $0; named = 0; next}
@@ -36,13 +63,9 @@ awk '/^goroutine / {if (h && !named) bad = bad h "\n"; h = $0; named = 0; next}
 checks=$((checks + 1))
 echo "ok: every thread block has a named frame"
 answered=$(sed -n 's/.*answered=\([0-9]*\).*/\1/p' "$TMP/stats.txt")
-if [ "$tsan" = 1 ]; then
-  echo "skip: under ThreadSanitizer, which defers signals, $answered of 50 answered"
-else
-  [ "$answered" -ge 45 ] || fail "only $answered of 50 threads answered"
-  checks=$((checks + 1))
-  echo "ok: $answered of 50 threads answered (the signal-blocking one cannot)"
-fi
+[ "$answered" -ge 45 ] || fail "only $answered of 50 threads answered"
+checks=$((checks + 1))
+echo "ok: $answered of 50 threads answered (the spinning signal-blocking one cannot)"
 expect_match "$TMP/threads1.txt" '^goroutine profile: total 5[01]$' "debug=1 header"
 pprof -raw "$TMP/threads.pb.gz" >"$TMP/raw.txt"
 expect_match "$TMP/raw.txt" '^goroutine/count$' "debug=0 sample type goroutine/count"

@@ -1,7 +1,7 @@
 /*
  * Fifty threads (the main one included) that spin, sleep, wait on a mutex
- * and wait on a condition variable, plus one that blocks every signal; the
- * goroutine profile is taken while they do so:
+ * and wait on a condition variable, and two that block every signal (one
+ * spins, one sleeps); the goroutine profile is taken while they do so:
  *   threads_dump OUTDIR
  * writes OUTDIR/threads2.txt (debug=2), threads1.txt (debug=1) and
  * threads.pb.gz (debug=0), and prints the collection's figures: threads
@@ -21,7 +21,7 @@
 #include "profile/goroutine.h"
 
 #define SPINNERS 3
-#define SLEEPERS 15
+#define SLEEPERS 14
 #define LOCKERS 15
 #define CONDERS 15
 
@@ -70,7 +70,19 @@ __attribute__((noinline)) static void worker_blocks_signals(void) {
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
-  worker_sleep();
+  worker_spin();
+}
+
+/* Blocks every signal too, but waits in the kernel: read from /proc, it
+ * shows its own stack. */
+__attribute__((noinline)) static void worker_blocks_quietly(void) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  while (!atomic_load(&stop)) {
+    struct timespec ts = {10, 0};
+    nanosleep(&ts, NULL);
+  }
 }
 
 static void *run(void *arg) {
@@ -81,6 +93,7 @@ static void *run(void *arg) {
            : fn == worker_sleep ? "sleeper"
            : fn == worker_lock  ? "locker"
            : fn == worker_cond  ? "conder"
+           : fn == worker_blocks_quietly ? "quiet"
                                 : "blocker");
   pthread_setname_np(pthread_self(), name);
   atomic_fetch_add(&started, 1);
@@ -111,10 +124,13 @@ int main(int argc, char **argv) {
     for (int i = 0; i < counts[k]; i++, total++)
       pthread_create(&t, NULL, run, (void *)kinds[k]);
   pthread_create(&t, NULL, run, (void *)worker_blocks_signals);
-  total++;
+  pthread_create(&t, NULL, run, (void *)worker_blocks_quietly);
+  total += 2;
   while (atomic_load(&started) < total - 1) usleep(1000);
   usleep(50 * 1000); /* let the lockers and conders block */
 
+  /* The first profile loads the symbolizer; the figures are of the next. */
+  if (write_to(argv[1], "warmup.txt", 1) != 0) _exit(1);
   atomic_store(&measuring, 1);
   int err = write_to(argv[1], "threads2.txt", 2);
   atomic_store(&measuring, 0);
@@ -122,9 +138,11 @@ int main(int argc, char **argv) {
   cprof__goroutine_last_stats(&st);
   if (!err) err = write_to(argv[1], "threads1.txt", 1);
   if (!err) err = write_to(argv[1], "threads.pb.gz", 0);
-  printf("threads=%d answered=%d total_us=%lld per_thread_us=%.1f "
+  printf("threads=%d answered=%d read=%d signalled=%d interrupted=%lld "
+         "total_us=%lld per_thread_us=%.1f "
          "max_answer_us=%.1f max_spinner_gap_us=%.1f\n",
-         st.threads, st.answered, (long long)(st.total_ns / 1000),
+         st.threads, st.answered, st.read, st.signalled,
+         (long long)st.interrupted, (long long)(st.total_ns / 1000),
          st.threads ? st.total_ns / 1e3 / st.threads : 0.0,
          st.max_answer_ns / 1e3, atomic_load(&max_gap_ns) / 1e3);
   fflush(stdout);

@@ -1,0 +1,200 @@
+/*
+ * Threads read from /proc and the table of threads cprof saw start
+ * (taskread.h). The /proc readers run in normal context, in the collector;
+ * they never signal, stop or otherwise disturb the thread they read: the
+ * kernel reports a blocked thread's system call, stack pointer and pc in
+ * /proc/self/task/TID/syscall (reading our own threads needs no ptrace
+ * permission); the walker (stack.c) copies the stack with
+ * process_vm_readv, which reports an unmapped page instead of faulting. The table is a fixed,
+ * lock-free open-addressing array, written by the thread trampolines
+ * (threads.c) and read by the collector.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "capture/stack.h"
+#include "capture/taskread.h"
+
+__thread void *cprof__task_entry_frame CPROF__TLS;
+
+/* Reads the small file at dirfd/path into buf (NUL-terminated); returns
+ * its length or -1. One read suffices for these files. */
+static ssize_t read_at(int dirfd, const char *path, char *buf, size_t size) {
+  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t r;
+  do {
+    r = read(fd, buf, size - 1);
+  } while (r < 0 && errno == EINTR);
+  close(fd);
+  if (r < 0) return -1;
+  buf[r] = '\0';
+  return r;
+}
+
+/* Parses a syscall file: "running", "-1 SP PC", or "NR A1..A6 SP PC". */
+static void parse_syscall(const char *s, cprof__task *t) {
+  t->running = strncmp(s, "running", 7) == 0;
+  t->stopped = false;
+  t->nr = -1;
+  if (t->running) return;
+  char *end;
+  long nr = strtol(s, &end, 10);
+  if (end == s) return;
+  unsigned long long v[8];
+  int n = 0;
+  for (const char *p = end; n < 8;) {
+    while (*p == ' ') p++;
+    if (*p == '\0' || *p == '\n') break;
+    v[n++] = strtoull(p, &end, 16);
+    if (end == p) break;
+    p = end;
+  }
+  if ((nr == -1 && n == 2) || (nr >= 0 && n == 8)) {
+    t->nr = nr;
+    t->sp = (uintptr_t)v[n - 2];
+    t->pc = (uintptr_t)v[n - 1];
+    t->stopped = t->sp != 0 && t->pc != 0;
+  }
+}
+
+int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
+  char path[48], buf[512];
+  memset(out, 0, sizeof *out);
+  out->state = '?';
+  out->nr = -1;
+  snprintf(path, sizeof path, "%d/stat", (int)tid);
+  if (read_at(dirfd, path, buf, sizeof buf) <= 0) return -1;
+  const char *p = strrchr(buf, ')');
+  if (p && p[1] == ' ' && p[2]) out->state = p[2];
+  snprintf(path, sizeof path, "%d/syscall", (int)tid);
+  if (read_at(dirfd, path, buf, sizeof buf) <= 0) return -1;
+  parse_syscall(buf, out);
+  return 0;
+}
+
+bool cprof__task_still_running(int dirfd, pid_t tid) {
+  char path[48], buf[256];
+  snprintf(path, sizeof path, "%d/syscall", (int)tid);
+  return read_at(dirfd, path, buf, sizeof buf) > 0 &&
+         strncmp(buf, "running", 7) == 0;
+}
+
+static const struct {
+  long nr;
+  const char *name;
+} syscalls[] = {
+#define X(n) {SYS_##n, #n},
+    X(read) X(write) X(readv) X(writev) X(pread64) X(pwrite64) X(preadv)
+    X(pwritev) X(openat) X(close) X(ppoll) X(pselect6) X(epoll_pwait)
+    X(clock_nanosleep) X(futex) X(accept) X(accept4) X(connect) X(recvfrom)
+    X(recvmsg) X(recvmmsg) X(sendto) X(sendmsg) X(sendmmsg) X(rt_sigsuspend)
+    X(rt_sigtimedwait) X(msgrcv) X(msgsnd) X(semop) X(semtimedop) X(wait4)
+    X(waitid) X(io_getevents) X(flock) X(fcntl) X(ioctl) X(fsync)
+    X(fdatasync) X(sync) X(mmap) X(munmap) X(mprotect) X(madvise) X(brk)
+    X(clone) X(exit) X(exit_group) X(sched_yield) X(getrandom) X(splice)
+    X(sendfile) X(msync) X(mq_timedreceive) X(mq_timedsend) X(nanosleep)
+    X(epoll_wait) X(select) X(poll) X(pause) X(open)
+#ifdef SYS_io_uring_enter
+    X(io_uring_enter)
+#endif
+#ifdef SYS_epoll_pwait2
+    X(epoll_pwait2)
+#endif
+#undef X
+};
+
+const char *cprof__syscall_name(long nr) {
+  for (size_t i = 0; i < CPROF__ARRAY_LEN(syscalls); i++)
+    if (syscalls[i].nr == nr) return syscalls[i].name;
+  return NULL;
+}
+
+const char *cprof__task_state_name(char c) {
+  switch (c) {
+    case 'R': return "running";
+    case 'S': return "sleeping";
+    case 'D': return "disk wait";
+    case 'T': return "stopped";
+    case 't': return "tracing stop";
+    case 'Z': return "zombie";
+    case 'X': return "dead";
+    case 'I': return "idle";
+    case 'P': return "parked";
+    default: return "unknown";
+  }
+}
+
+/*
+ * The thread table: {tid, info} slots, info = own << 31 | creating stack
+ * id (CPROF__TASK_NO_STACK masked to 31 bits when unknown). A slot's tid
+ * is 0 when never used and DEAD when its thread exited; a new thread takes
+ * the first free or dead slot on its probe path. A lookup that races with
+ * a note may see the old info: one thread block without its "created by".
+ */
+#define TABLE_SLOTS 16384
+#define MAX_PROBE 64
+#define DEAD (-1)
+#define OWN_BIT 0x80000000u
+#define SID_MASK 0x7fffffffu
+
+static struct {
+  _Atomic int32_t tid;
+  _Atomic uint32_t info;
+} table[TABLE_SLOTS];
+
+static size_t slot_of(pid_t tid) {
+  return (size_t)(((uint32_t)tid * 2654435761u) >> 18) & (TABLE_SLOTS - 1);
+}
+
+void cprof__task_note(pid_t tid, uint32_t create_sid, bool own) {
+  uint32_t info = (own ? OWN_BIT : 0) | (create_sid & SID_MASK);
+  size_t at = slot_of(tid);
+  for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
+    int32_t cur = atomic_load(&table[at].tid);
+    if (cur == tid) {
+      atomic_store(&table[at].info, info);
+      return;
+    }
+    if ((cur == 0 || cur == DEAD) &&
+        atomic_compare_exchange_strong(&table[at].tid, &cur, tid)) {
+      atomic_store(&table[at].info, info);
+      return;
+    }
+  }
+}
+
+void cprof__task_forget(pid_t tid) {
+  size_t at = slot_of(tid);
+  for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
+    int32_t cur = atomic_load(&table[at].tid);
+    if (cur == 0) return;
+    if (cur == tid) {
+      atomic_store(&table[at].info, SID_MASK);
+      atomic_store(&table[at].tid, DEAD);
+      return;
+    }
+  }
+}
+
+bool cprof__task_lookup(pid_t tid, uint32_t *create_sid, bool *own) {
+  size_t at = slot_of(tid);
+  for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
+    int32_t cur = atomic_load(&table[at].tid);
+    if (cur == 0) return false;
+    if (cur == tid) {
+      uint32_t info = atomic_load(&table[at].info);
+      *own = (info & OWN_BIT) != 0;
+      *create_sid = (info & SID_MASK) == SID_MASK ? CPROF__TASK_NO_STACK
+                                                  : (info & SID_MASK);
+      return true;
+    }
+  }
+  return false;
+}
