@@ -91,3 +91,23 @@ void cprof__records_free(cprof__records *r) {
   cprof__free(r->v);
   memset(r, 0, sizeof *r);
 }
+
+void cprof__records_sum_add(cprof__records_sum *s, cprof__stack_id sid,
+                            uint32_t tag, const int64_t *v) {
+  if (s->err) return;
+  uint64_t key = ((uint64_t)sid << 32 | tag) + 1, pos;
+  if (!cprof__hmap_get(&s->index, key, &pos)) {
+    static const int64_t zero[CPROF__AGG_MAX_VALUES];
+    s->err = cprof__records_add(s->recs, sid, tag, zero, CPROF__AGG_MAX_VALUES);
+    pos = s->recs->len;
+    if (!s->err) s->err = cprof__hmap_put(&s->index, key, pos);
+    if (s->err) return;
+  }
+  for (int k = 0; k < CPROF__AGG_MAX_VALUES; k++)
+    s->recs->v[pos - 1].v[k] += v[k];
+}
+
+int cprof__records_sum_end(cprof__records_sum *s) {
+  cprof__hmap_free(&s->index);
+  return s->err;
+}

@@ -12,6 +12,7 @@
 #define CPROF_RECORDS_H
 
 #include "base/internal.h"
+#include "base/hmap.h"
 #include "capture/agg.h"
 
 typedef struct cprof__record {
@@ -38,5 +39,21 @@ CPROF__HIDDEN int cprof__records_delta(cprof__records *out,
                                        const cprof__records *p0,
                                        const cprof__records *p1);
 CPROF__HIDDEN void cprof__records_free(cprof__records *r);
+
+/* Records being summed by (stack id, tag), for collectors that add values
+ * up: start it zeroed on the records to fill, and finish it with
+ * cprof__records_sum_end, which gives the first error (CPROF_ENOMEM). */
+typedef struct cprof__records_sum {
+  cprof__records *recs;
+  cprof__hmap index; /* (stack id << 32 | tag) + 1 -> position + 1 */
+  int err;
+} cprof__records_sum;
+
+/* Adds v (CPROF__AGG_MAX_VALUES values) to the record of (sid, tag),
+ * making it if needed; nothing once an error happened. */
+CPROF__HIDDEN void cprof__records_sum_add(cprof__records_sum *s,
+                                          cprof__stack_id sid, uint32_t tag,
+                                          const int64_t *v);
+CPROF__HIDDEN int cprof__records_sum_end(cprof__records_sum *s);
 
 #endif

@@ -26,30 +26,9 @@
  * counts are summed over the live sampled blocks when the records are
  * collected, so that freeing a sampled block touches no shared counter. */
 
-typedef struct collect_ctx {
-  cprof__records *recs;
-  cprof__hmap index; /* (stack id << 32 | size class) + 1 -> record + 1 */
-  int err;
-} collect_ctx;
-
-/* Adds v to the record of (sid, tag), making it if needed. */
-static void add_counts(collect_ctx *c, cprof__stack_id sid, uint32_t tag,
-                       const int64_t *v) {
-  if (c->err) return;
-  uint64_t key = ((uint64_t)sid << 32 | tag) + 1, pos;
-  if (!cprof__hmap_get(&c->index, key, &pos)) {
-    static const int64_t zero[4];
-    c->err = cprof__records_add(c->recs, sid, tag, zero, 4);
-    pos = c->recs->len;
-    if (!c->err) c->err = cprof__hmap_put(&c->index, key, pos);
-    if (c->err) return;
-  }
-  for (int k = 0; k < 4; k++) c->recs->v[pos - 1].v[k] += v[k];
-}
-
 static void add_inuse(cprof__stack_id sid, size_t size, void *ctx) {
   const int64_t v[4] = {0, 0, 1, (int64_t)size};
-  add_counts(ctx, sid, cprof__heap_size_class(size), v);
+  cprof__records_sum_add(ctx, sid, cprof__heap_size_class(size), v);
 }
 
 /* The stripes of each (stack, size class) are added up, then the live
@@ -58,16 +37,16 @@ static int heap_collect(cprof__records *out) {
   cprof__agg *agg = cprof__heap_samples();
   if (!agg) return CPROF_ENOMEM;
   cprof__records raw = {0};
-  collect_ctx c = {out, {0}, cprof__records_from_agg(&raw, agg)};
+  cprof__records_sum c = {out, {0}, cprof__records_from_agg(&raw, agg)};
   out->time_ns = raw.time_ns;
   for (size_t i = 0; i < raw.len; i++) {
     const int64_t v[4] = {raw.v[i].v[0], raw.v[i].v[1], 0, 0};
-    add_counts(&c, cprof__heap_unstripe(raw.v[i].sid), raw.v[i].tag, v);
+    cprof__records_sum_add(&c, cprof__heap_unstripe(raw.v[i].sid),
+                           raw.v[i].tag, v);
   }
   cprof__records_free(&raw);
   cprof__heap_foreach_live(add_inuse, &c);
-  cprof__hmap_free(&c.index);
-  return c.err;
+  return cprof__records_sum_end(&c);
 }
 
 static long heap_entries(void) {
@@ -194,40 +173,30 @@ static int set_rate(long long rate) {
   return 0;
 }
 
+/* What heap and allocs share: the samples, their rate, Go's text form. */
+#define HEAP_SAMPLES                                         \
+  .max_debug = 2, .text_for_negative_debug = true,           \
+  .rate_key = "rate", .rate_unit = "bytes", .rate_min = 0,   \
+  .rate_max = 1LL << 40, .set_rate = set_rate,               \
+  .supports_delta = true, .entries = heap_entries,           \
+  .collect = heap_collect
+
 const cprof__profile_def cprof__heap_profile = {
     .name = "heap",
-    .max_debug = 2,
-    .text_for_negative_debug = true,
-    .rate_key = "rate",
-    .rate_unit = "bytes",
-    .rate_min = 0,
-    .rate_max = 1LL << 40,
-    .set_rate = set_rate,
+    HEAP_SAMPLES,
     .push = CPROF__PUSH_SNAPSHOT,
     .description = "A sampling of memory allocations of live objects",
     /* Go's index says more: its gc parameter, accepted here too. */
     .index_description =
         "A sampling of memory allocations of live objects. You can specify "
         "the gc GET parameter to run GC before taking the heap sample.",
-    .supports_delta = true,
-    .entries = heap_entries,
-    .collect = heap_collect,
     .write = heap_write,
 };
 
 const cprof__profile_def cprof__allocs_profile = {
     .name = "allocs",
-    .max_debug = 2,
-    .text_for_negative_debug = true,
-    .rate_key = "rate",
-    .rate_unit = "bytes",
-    .rate_min = 0,
-    .rate_max = 1LL << 40,
-    .set_rate = set_rate,
+    HEAP_SAMPLES,
     .push = CPROF__PUSH_NONE,
     .description = "A sampling of all past memory allocations",
-    .supports_delta = true,
-    .entries = heap_entries,
-    .collect = heap_collect,
     .write = allocs_write,
 };

@@ -53,27 +53,15 @@ static int64_t live_bytes(long rate) {
 }
 
 typedef struct snap_ctx {
-  cprof__records *recs;
-  cprof__hmap index; /* (sid << 32 | size class) + 1 -> record + 1 */
+  cprof__records_sum sum;
   long rate;
   int64_t bytes;
-  int err;
 } snap_ctx;
 
 static void add_block(cprof__stack_id sid, size_t size, void *ctx) {
   snap_ctx *c = ctx;
-  if (c->err) return;
-  uint32_t tag = cprof__heap_size_class(size);
-  uint64_t key = ((uint64_t)sid << 32 | tag) + 1, pos;
-  if (!cprof__hmap_get(&c->index, key, &pos)) {
-    static const int64_t zero[4];
-    c->err = cprof__records_add(c->recs, sid, tag, zero, 4);
-    pos = c->recs->len;
-    if (!c->err) c->err = cprof__hmap_put(&c->index, key, pos);
-    if (c->err) return;
-  }
-  c->recs->v[pos - 1].v[2] += 1;
-  c->recs->v[pos - 1].v[3] += (int64_t)size;
+  const int64_t v[4] = {0, 0, 1, (int64_t)size};
+  cprof__records_sum_add(&c->sum, sid, cprof__heap_size_class(size), v);
   int64_t count, bytes;
   cprof__heap_unsample(1, (int64_t)size, c->rate, &count, &bytes);
   c->bytes += bytes;
@@ -88,11 +76,11 @@ static void check(void) {
   int64_t margin = peak_bytes / 100 > rate ? peak_bytes / 100 : rate;
   if (peak.time_ns && now <= peak_bytes + margin) return;
   cprof__records snap = {0};
-  snap_ctx c = {&snap, {0}, rate, 0, 0};
+  snap_ctx c = {{&snap, {0}, 0}, rate, 0};
   snap.time_ns = cprof__now_ns();
   cprof__heap_foreach_live(add_block, &c);
-  cprof__hmap_free(&c.index);
-  if (c.err || (peak.time_ns && c.bytes <= peak_bytes)) {
+  if (cprof__records_sum_end(&c.sum) != 0 ||
+      (peak.time_ns && c.bytes <= peak_bytes)) {
     cprof__records_free(&snap);
     return;
   }
