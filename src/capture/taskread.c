@@ -18,25 +18,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/proc.h"
 #include "capture/stack.h"
 #include "capture/taskread.h"
 
 __thread void *cprof__task_entry_frame CPROF__TLS;
-
-/* Reads the small file at dirfd/path into buf (NUL-terminated); returns
- * its length or -1. One read suffices for these files. */
-static ssize_t read_at(int dirfd, const char *path, char *buf, size_t size) {
-  int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  ssize_t r;
-  do {
-    r = read(fd, buf, size - 1);
-  } while (r < 0 && errno == EINTR);
-  close(fd);
-  if (r < 0) return -1;
-  buf[r] = '\0';
-  return r;
-}
 
 /* Parses a syscall file: "running", "-1 SP PC", or "NR A1..A6 SP PC". */
 static void parse_syscall(const char *s, cprof__task *t) {
@@ -70,11 +56,11 @@ int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   out->state = '?';
   out->nr = -1;
   snprintf(path, sizeof path, "%d/stat", (int)tid);
-  if (read_at(dirfd, path, buf, sizeof buf) <= 0) return -1;
+  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return -1;
   const char *p = strrchr(buf, ')');
   if (p && p[1] == ' ' && p[2]) out->state = p[2];
   snprintf(path, sizeof path, "%d/syscall", (int)tid);
-  if (read_at(dirfd, path, buf, sizeof buf) <= 0) return -1;
+  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return -1;
   parse_syscall(buf, out);
   return 0;
 }
@@ -82,7 +68,7 @@ int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
 bool cprof__task_still_running(int dirfd, pid_t tid) {
   char path[48], buf[256];
   snprintf(path, sizeof path, "%d/syscall", (int)tid);
-  return read_at(dirfd, path, buf, sizeof buf) > 0 &&
+  return cprof__proc_read(dirfd, path, buf, sizeof buf) > 0 &&
          strncmp(buf, "running", 7) == 0;
 }
 

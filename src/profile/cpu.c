@@ -14,6 +14,7 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/proc.h"
 #include "capture/stacktab.h"
 #include "encode/writer.h"
 #include "profile/cpu.h"
@@ -31,18 +32,8 @@ static void thread_name(pid_t tid, const exited_name *gone, size_t ngone,
       return;
     }
   }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-  FILE *f = fopen(path, "re");
-  if (f) {
-    bool ok = fgets(out, (int)len, f) != NULL;
-    fclose(f);
-    if (ok) {
-      out[strcspn(out, "\n")] = '\0';
-      return;
-    }
-  }
-  snprintf(out, len, "thread-%d", (int)tid);
+  if (!cprof__proc_thread_name(tid, out, len))
+    snprintf(out, len, "thread-%d", (int)tid);
 }
 
 typedef struct write_ctx {

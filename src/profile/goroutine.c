@@ -50,6 +50,7 @@
 #include "capture/interposers.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"
+#include "base/proc.h"
 #include "base/sig.h"
 #include "base/sys.h"
 #include "capture/taskread.h"
@@ -188,23 +189,6 @@ static void setup(void) {
   signo = sig;
 }
 
-/* Reads a small /proc file into buf (NUL-terminated); returns its length
- * or -1. */
-static ssize_t read_proc(const char *path, char *buf, size_t size) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  size_t len = 0;
-  while (len + 1 < size) {
-    ssize_t r = read(fd, buf + len, size - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    len += (size_t)r;
-  }
-  close(fd);
-  buf[len] = '\0';
-  return (ssize_t)len;
-}
-
 /* Whether sig is in the thread's blocked or pending set (/proc's SigBlk
  * and SigPnd lines are hex masks, bit n-1 for signal n). */
 static bool signal_in(const char *status, const char *field, int sig) {
@@ -223,39 +207,8 @@ static void pause_briefly(int64_t waited_ns) {
   }
 }
 
-/* The thread ids of the process, from /proc/self/task. */
 static int list_threads(pid_t **out, size_t *count) {
-  cprof__guard_enter();
-  DIR *d = opendir("/proc/self/task");
-  cprof__guard_exit();
-  if (!d) return CPROF_ESYS;
-  pid_t *v = NULL;
-  size_t len = 0, cap = 0;
-  int err = 0;
-  struct dirent *e;
-  while (!err && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    if (len == cap) {
-      cap = cap ? cap * 2 : 64;
-      pid_t *nv = cprof__realloc(v, cap * sizeof *nv);
-      if (!nv) {
-        err = CPROF_ENOMEM;
-        break;
-      }
-      v = nv;
-    }
-    v[len++] = (pid_t)atoi(e->d_name);
-  }
-  cprof__guard_enter();
-  closedir(d);
-  cprof__guard_exit();
-  if (err) {
-    cprof__free(v);
-    return err;
-  }
-  *out = v;
-  *count = len;
-  return 0;
+  return cprof__proc_tids(out, count);
 }
 
 /* One collection's working state. */
@@ -361,7 +314,7 @@ static int ask_pending(collection *c) {
     asked[i] = ASK_GONE;
     char path[64], status[2048];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
-    if (read_proc(path, status, sizeof status) <= 0) continue; /* gone */
+    if (cprof__proc_read(AT_FDCWD, path, status, sizeof status) <= 0) continue; /* gone */
     if (signal_in(status, "\nSigBlk:", signo)) {
       asked[i] = GOT_BLOCKED;
       continue;
@@ -596,13 +549,7 @@ static int write_created_by(cprof_buf *out, pid_t tid) {
 }
 
 static void thread_name(pid_t tid, char *name, size_t size) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-  if (read_proc(path, name, size) <= 0) {
-    snprintf(name, size, "?");
-    return;
-  }
-  name[strcspn(name, "\n")] = '\0';
+  if (!cprof__proc_thread_name(tid, name, size)) snprintf(name, size, "?");
 }
 
 static int write_threads(const cprof__records *recs, const cprof_sink *sink) {

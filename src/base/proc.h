@@ -1,0 +1,29 @@
+/*
+ * The one /proc reader: small files read whole, the process's thread ids,
+ * a thread's name. Normal context only (it allocates and opens files);
+ * it never changes errno's meaning for its caller beyond its return.
+ */
+#ifndef CPROF_PROC_H
+#define CPROF_PROC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/internal.h"
+
+/* Reads the small file path (relative to dirfd, or absolute with
+ * AT_FDCWD) into buf, NUL-terminated and cut at size - 1 bytes; returns
+ * its length, or -1 when it cannot be opened or read. */
+CPROF__HIDDEN ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
+                                       size_t size);
+
+/* The thread ids of the process, from /proc/self/task, in *out (free with
+ * cprof__free) and *count. Returns 0, CPROF_ESYS or CPROF_ENOMEM. */
+CPROF__HIDDEN int cprof__proc_tids(pid_t **out, size_t *count);
+
+/* Thread tid's name (/proc/self/task/TID/comm, without the newline) in
+ * out; false when it cannot be read (the thread is gone). */
+CPROF__HIDDEN bool cprof__proc_thread_name(pid_t tid, char *out, size_t len);
+
+#endif
