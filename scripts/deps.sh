@@ -18,12 +18,13 @@ packages=(
   wrk                                # the endpoint's load figure (bench/http_load.sh)
   sqlite3                            # a distribution's program, profiled whole (e2e/unwind)
   strace                             # exact system-call checks (e2e/symbolize_debuglink, extract_names)
+  libjemalloc2 libgoogle-perftools4  # C++ heap under other allocators (e2e/heap_allocators)
+  nginx-light                        # a pre-fork server, profiled whole (e2e/nginx)
 )
 
 # `deps.sh bench` adds the profilers the benchmarks compare cprof with.
 if [ "${1:-}" = bench ]; then
-  packages+=(libgoogle-perftools4 libjemalloc2 heaptrack linux-perf
-    redis-server redis-tools)
+  packages+=(heaptrack linux-perf redis-server redis-tools)
 fi
 
 missing=()

@@ -46,6 +46,8 @@
 #define CPROF__PC_TRUNCATED ((uintptr_t)1) /* deeper frames were cut off */
 #define CPROF__PC_OVERFLOW ((uintptr_t)2)  /* stack table was full */
 #define CPROF__PC_LOST ((uintptr_t)3)      /* sample buffer was full */
+#define CPROF__PC_UNSEEN_THREAD ((uintptr_t)4) /* a thread cprof did not
+                                                 * see start (thread_scan.h) */
 #define CPROF__PC_SYNTHETIC_MAX ((uintptr_t)15)
 
 static inline int cprof__pc_is_synthetic(uintptr_t pc) {

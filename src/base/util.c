@@ -11,6 +11,8 @@ const char *cprof__synthetic_name(uintptr_t pc) {
     case CPROF__PC_TRUNCATED: return "[cprof: stack truncated]";
     case CPROF__PC_OVERFLOW: return "[cprof: stack table full]";
     case CPROF__PC_LOST: return "[cprof: samples lost]";
+    case CPROF__PC_UNSEEN_THREAD:
+      return "[cprof: thread started outside pthread_create]";
     default: return cprof__pc_is_synthetic(pc) ? "[cprof: unknown]" : NULL;
   }
 }

@@ -5,12 +5,21 @@
  */
 #include "encode/writer.h"
 #include "profile/threadcreate.h"
+#include "capture/stacktab.h"
+#include "source/thread_scan.h"
 #include "source/threads.h"
 
 static int threadcreate_collect(cprof__records *out) {
   cprof__agg *creations = cprof__threads_creations();
   if (!creations) return CPROF_ENOMEM;
-  return cprof__records_from_agg(out, creations);
+  int err = cprof__records_from_agg(out, creations);
+  /* Threads started without the trampoline count under one synthetic
+   * frame: their creating stack is not known (source/thread_scan.h). */
+  const int64_t unseen = (int64_t)cprof__thread_scan_unseen();
+  const uintptr_t pc = CPROF__PC_UNSEEN_THREAD;
+  if (!err && unseen)
+    err = cprof__records_add(out, cprof__stacktab_intern(&pc, 1), 0, &unseen, 1);
+  return err;
 }
 
 static long threadcreate_entries(void) {

@@ -53,6 +53,7 @@ typedef struct cprof__cpu_window {
   int hz;
   int64_t start_ns, end_ns;
   uint64_t lost;
+  uint64_t unarmed; /* threads that could not be given a timer */
   cprof__cpu_thread_name *gone;
   size_t ngone;
 } cprof__cpu_window;
@@ -73,6 +74,12 @@ CPROF__HIDDEN int cprof__cpu_engine_hz(void);
  * its name). Normal context. */
 CPROF__HIDDEN void cprof__cpu_thread_started(void);
 CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
+
+/* Given tids, every thread in /proc/self/task: arms a timer for each that
+ * has none (threads started without cprof's trampoline) and deletes those
+ * of threads that are gone; returns how many it armed. For the
+ * scanner (thread_scan.c). Normal context. */
+CPROF__HIDDEN size_t cprof__cpu_rescan(const pid_t *tids, size_t n);
 
 /* True when act installs cprof's own SIGPROF handler. */
 struct sigaction;

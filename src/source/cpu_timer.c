@@ -41,6 +41,7 @@
 #include "base/rng.h"
 #include "base/sig.h"
 #include "base/sys.h"
+#include "source/thread_scan.h"
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -57,6 +58,7 @@ struct cprof__cpu_session {
   int hz;
   int64_t start_ns;
   _Atomic uint64_t lost; /* samples the table had no room for */
+  _Atomic uint64_t unarmed; /* threads whose timer could not be armed */
   atomic_bool follows_forks;
 };
 
@@ -78,6 +80,11 @@ static exited_name exited[EXITED_NAMES];
 static size_t nexited;
 static bool handler_installed;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+/* Threads whose timer could not be armed (and that still exist, as far as
+ * the engine knows): each counts once in every session running then. */
+#define UNARMED_MAX 1024
+static pid_t unarmed[UNARMED_MAX];
+static size_t nunarmed;
 
 static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
@@ -136,15 +143,36 @@ static clockid_t thread_cpu_clock(pid_t tid) {
 
 static uint64_t random_u64(void) { return cprof__rng_seed(0); }
 
+/* Counts tid as a thread that could not be armed, once, in every
+ * session; engine_lock held. */
+static void note_unarmed(pid_t tid) {
+  for (size_t i = 0; i < nunarmed; i++)
+    if (unarmed[i] == tid) return;
+  if (nunarmed < UNARMED_MAX) unarmed[nunarmed++] = tid;
+  for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
+    cprof__cpu_session *s = atomic_load(&sessions[i]);
+    if (s) atomic_fetch_add(&s->unarmed, 1);
+  }
+}
+
+static void forget_unarmed(pid_t tid) {
+  for (size_t i = 0; i < nunarmed; i++)
+    if (unarmed[i] == tid) unarmed[i--] = unarmed[--nunarmed];
+}
+
 /* Arms a timer for tid; engine_lock held. A thread that already exited is
- * not an error. */
+ * not an error (timer_create says EINVAL for its clock); any other failure
+ * is counted (note_unarmed). */
 static void arm_thread(pid_t tid) {
   for (size_t i = 0; i < ntimers; i++)
     if (timers[i].tid == tid) return;
   if (ntimers == timers_cap) {
     size_t cap = timers_cap ? timers_cap * 2 : 64;
     thread_timer *t = cprof__realloc(timers, cap * sizeof *t);
-    if (!t) return;
+    if (!t) {
+      note_unarmed(tid);
+      return;
+    }
     timers = t;
     timers_cap = cap;
   }
@@ -154,7 +182,10 @@ static void arm_thread(pid_t tid) {
   sev.sigev_signo = SIGPROF;
   sev.sigev_notify_thread_id = tid;
   timer_t timer;
-  if (timer_create(thread_cpu_clock(tid), &sev, &timer) != 0) return;
+  if (timer_create(thread_cpu_clock(tid), &sev, &timer) != 0) {
+    if (errno != EINVAL && errno != ESRCH) note_unarmed(tid);
+    return;
+  }
   /* A random first expiry in [1, period] ns, so threads that live shorter
    * than a period are still sampled fairly and timers do not tick in step
    * with periodic work. */
@@ -165,10 +196,12 @@ static void arm_thread(pid_t tid) {
   its.it_value.tv_sec = first / 1000000000;
   its.it_value.tv_nsec = first % 1000000000;
   if (timer_settime(timer, 0, &its, NULL) != 0) {
+    if (errno != EINVAL && errno != ESRCH) note_unarmed(tid);
     timer_delete(timer);
     return;
   }
   timers[ntimers++] = (thread_timer){tid, timer};
+  if (nunarmed) forget_unarmed(tid);
 }
 
 static void disarm_all(void) {
@@ -189,6 +222,51 @@ static void arm_existing_threads(void) {
     if (*end == '\0' && tid > 0) arm_thread((pid_t)tid);
   }
   closedir(d);
+}
+
+/*
+ * Threads started without cprof's trampoline (thread_scan.h) get their
+ * timers here, from the scanner's scans while the engine runs. The timers
+ * of threads that are gone are deleted: a timer whose thread exited reads
+ * no interval (the kernel reports nothing for a clock without its task),
+ * and its tid may have been reused since. The listing is not used for
+ * that: a thread that started after it was read may already be timed.
+ */
+size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
+  size_t found = 0;
+  cprof__hmap listed = {0}, timed = {0};
+  bool complete = true;
+  for (size_t i = 0; i < n; i++)
+    if (cprof__hmap_put(&listed, (uint64_t)tids[i] + 1, 1)) complete = false;
+  cprof__lock(&engine_lock);
+  if (atomic_load(&engine_hz) != 0) {
+    for (size_t i = 0; i < ntimers; i++) {
+      struct itimerspec its;
+      bool gone = timer_gettime(timers[i].timer, &its) == 0 &&
+                  its.it_interval.tv_sec == 0 && its.it_interval.tv_nsec == 0;
+      if (gone) {
+        timer_delete(timers[i].timer);
+        timers[i--] = timers[--ntimers];
+      }
+    }
+    for (size_t i = 0; i < ntimers; i++)
+      cprof__hmap_put(&timed, (uint64_t)timers[i].tid + 1, 1);
+    for (size_t i = 0; i < n; i++) {
+      uint64_t v;
+      size_t before = ntimers;
+      if (!cprof__hmap_get(&timed, (uint64_t)tids[i] + 1, &v)) arm_thread(tids[i]);
+      found += ntimers - before;
+    }
+    for (size_t i = 0; complete && i < nunarmed; i++) {
+      uint64_t v;
+      if (!cprof__hmap_get(&listed, (uint64_t)unarmed[i] + 1, &v))
+        unarmed[i--] = unarmed[--nunarmed];
+    }
+  }
+  cprof__unlock(&engine_lock);
+  cprof__hmap_free(&listed);
+  cprof__hmap_free(&timed);
+  return found;
 }
 
 static void child_after_fork(void) {
@@ -219,11 +297,15 @@ static void child_after_fork(void) {
   atomic_store(&handlers_running, 0);
   ntimers = 0;
   nexited = 0;
+  nunarmed = 0;
   pthread_mutex_init(&engine_lock, NULL);
-  if (kept && atomic_load(&engine_hz) != 0)
+  if (kept && atomic_load(&engine_hz) != 0) {
+    /* The scanner first: starting it is cprof's work, not the child's. */
+    cprof__thread_scan_wake();
     arm_thread(current_tid());
-  else
+  } else {
     atomic_store(&engine_hz, 0);
+  }
 }
 
 void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
@@ -285,6 +367,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
     if (!err) {
       period_ns = 1000000000 / hz;
       nexited = 0;
+      nunarmed = 0;
       atomic_store(&engine_hz, hz);
       arm_existing_threads();
       if (ntimers == 0) {
@@ -296,6 +379,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
   if (!err) {
     s->hz = atomic_load(&engine_hz);
     s->start_ns = cprof__now_ns();
+    atomic_store(&s->unarmed, nunarmed);
     atomic_store(&sessions[slot], s);
   }
   cprof__unlock(&engine_lock);
@@ -304,6 +388,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
     cprof__free(s);
     return err;
   }
+  cprof__thread_scan_wake();
   *out = s;
   return 0;
 }
@@ -362,6 +447,7 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
       .start_ns = s->start_ns,
       .end_ns = end_ns,
       .lost = atomic_load(&s->lost),
+      .unarmed = atomic_load(&s->unarmed),
       .gone = gone,
       .ngone = gone ? ngone : 0,
   };

@@ -1,6 +1,6 @@
 /*
- * The heap sampler: the malloc family (which C++ operator new and delete
- * reach through libstdc++) interposed over whatever allocator lies underneath, a per-thread byte
+ * The heap sampler: the malloc family (and, in heap_cxx.c, C++'s operator
+ * new and delete) interposed over whatever allocator lies underneath, a per-thread byte
  * countdown that samples allocations as a Poisson process over allocated
  * bytes (Go's runtime/mprof.go maths), and the live set of sampled blocks.
  * The `heap` and `allocs` profiles (profile/heap.c) read them through the
@@ -104,5 +104,44 @@ CPROF__HIDDEN void cprof__heap_foreach_live(
     void (*fn)(cprof__stack_id sid, size_t size, void *ctx), void *ctx);
 /* The sampling rate in bytes (0: off). */
 CPROF__HIDDEN long cprof__heap_rate(void);
+
+/*
+ * For the C++ allocation functions (heap_cxx.c), which sample through this
+ * module: same countdown, same placement, same records, same recognition of
+ * a sampled block's free. All are NO_SAN like malloc.
+ *
+ * cprof__heap_take(n) charges n bytes to the calling thread's countdown as
+ * malloc does and says whether the allocation is sampled.
+ * cprof__heap_hold() sets the countdown so high that nothing the thread
+ * allocates until cprof__heap_unhold() is charged or sampled, and returns
+ * the countdown for cprof__heap_unhold(): for the call to an operator new
+ * underneath that may itself call malloc (libstdc++'s does), so that one
+ * allocation is counted once. cprof__heap_place(n, &meta) places a sampled
+ * block of n bytes where free recognises it (NULL when it cannot: the caller
+ * allocates as usual, with meta NULL), and cprof__heap_record(p, n, meta)
+ * records it, from cprof_alloc_text, so that the stack starts at the
+ * application's call. cprof__heap_release(p) frees p if it is a block that
+ * cprof placed and returns true; otherwise (not sampled, or sampled where
+ * the allocator put it, which it forgets) the caller frees p as usual.
+ */
+#define CPROF__HEAP_HELD ((uint64_t)1 << 62)
+/* The calling thread's sampler, for an inline charge as malloc's:
+ *   if (n < cprof__heap_tls.countdown) cprof__heap_tls.countdown -= n;
+ * else cprof__heap_take(n) decides. */
+CPROF__HIDDEN extern __thread cprof__heap_sampler cprof__heap_tls CPROF__TLS;
+/* How many sampled blocks are tracked off a page boundary: while it is not
+ * zero, every pointer may be a sampled block (as for free). */
+CPROF__HIDDEN extern _Atomic uint64_t *const cprof__heap_unaligned_count;
+#define CPROF__ALLOC_TEXT __attribute__((section("cprof_alloc_text")))
+CPROF__HIDDEN bool cprof__heap_take(size_t n);
+/* Whether the sampler is set up (before, nothing is sampled or charged
+ * but by malloc's inline path). */
+CPROF__HIDDEN bool cprof__heap_ready(void);
+CPROF__HIDDEN uint64_t cprof__heap_hold(void);
+CPROF__HIDDEN void cprof__heap_unhold(uint64_t countdown);
+CPROF__HIDDEN void *cprof__heap_place(size_t n, _Atomic uint64_t **meta);
+CPROF__HIDDEN void cprof__heap_record(void *p, size_t n,
+                                      _Atomic uint64_t *meta);
+CPROF__HIDDEN bool cprof__heap_release(void *p);
 
 #endif

@@ -152,7 +152,10 @@ NO_SAN static void free_unresolved(void *p) {
 #define OFF_RECHECK ((uint64_t)1 << 20)
 
 static _Atomic long heap_rate = CPROF__HEAP_DEFAULT_RATE;
-static __thread cprof__heap_sampler tls_sampler CPROF__TLS;
+/* Named cprof__heap_tls outside this file, where the C++ allocation
+ * functions charge it inline (heap.h). */
+CPROF__HIDDEN __thread cprof__heap_sampler tls_sampler
+    __asm__("cprof__heap_tls") CPROF__TLS;
 /* The countdown of a thread that runs profiler code, parked while it does:
  * see cprof__heap_park. */
 static __thread uint64_t tls_parked CPROF__TLS;
@@ -1308,6 +1311,49 @@ NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
   if (free_checks(p) && live_find(p, false, &meta, &delta) && delta)
     return f((unsigned char *)p - delta) - delta;
   return f(p);
+}
+
+/* The C++ allocation functions (heap_cxx.c) share this sampler: see
+ * heap.h. */
+_Atomic uint64_t *const cprof__heap_unaligned_count = &hot.unaligned_live;
+NO_SAN bool cprof__heap_take(size_t n) { return should_sample(n); }
+
+NO_SAN bool cprof__heap_ready(void) {
+  return atomic_load_explicit(&ready, memory_order_acquire);
+}
+
+NO_SAN uint64_t cprof__heap_hold(void) {
+  uint64_t c = tls_sampler.countdown;
+  tls_sampler.countdown = CPROF__HEAP_HELD;
+  return c;
+}
+
+NO_SAN void cprof__heap_unhold(uint64_t countdown) {
+  tls_sampler.countdown = countdown;
+}
+
+NO_SAN void *cprof__heap_place(size_t n, _Atomic uint64_t **meta) {
+  *meta = NULL;
+  return place_sampled(n, false, meta);
+}
+
+ALLOC_TEXT void cprof__heap_record(void *p, size_t n, _Atomic uint64_t *meta) {
+  record(p, n, meta);
+}
+
+NO_SAN bool cprof__heap_release(void *p) {
+  if (!p || CPROF__LIKELY(!free_checks(p))) return false;
+  if (cprof__in_arena(p)) return true; /* never freed */
+  size_t page;
+  if (region_page_of(p, &page)) {
+    region_free(p, page);
+    return true;
+  }
+  uint64_t meta;
+  uint32_t delta = 0;
+  if (!live_find(p, true, &meta, &delta) || delta == 0) return false;
+  CPROF__ALLOC_LOAD(free)((unsigned char *)p - delta);
+  return true;
 }
 
 /*

@@ -25,6 +25,7 @@
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "capture/taskread.h"
+#include "source/thread_scan.h"
 #include "source/threads.h"
 
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
@@ -45,6 +46,7 @@ static void init_once_fn(void) {
   creations = cprof__agg_new(1, THREADCREATE_STACKS);
   atomic_store(&real_create,
                (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create"));
+  cprof__thread_scan_init();
 }
 
 void cprof__threads_init(void) { pthread_once(&init_once, init_once_fn); }
@@ -96,6 +98,7 @@ static void thread_exiting(void *arg) {
   cprof__guard_enter();
   run_hooks(false);
   cprof__stack_unregister_thread();
+  cprof__thread_scan_gone();
   cprof__guard_exit();
   if (start->cprof_thread) cprof__guard_exit();
 }
@@ -107,6 +110,7 @@ static void *cprof__thread_main(void *p) {
    * threads, through libmicrohttpd) is cprof's: it is not profiled. */
   if (start.cprof_thread) cprof__guard_enter();
   cprof__guard_enter();
+  cprof__thread_scan_seen();
   cprof__stack_register_thread();
   run_hooks(true);
   cprof__guard_exit();
@@ -158,10 +162,28 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   return rc;
 }
 
+/* The blocks of spawns whose threads have not taken them yet: a process
+ * that forks (or exits) right after a spawn leaves its block to no thread
+ * (in a fork child, none of the parent's threads runs), and a pointer here
+ * keeps leak checkers from reporting it. */
+#define SPAWNS_PENDING 8
+static _Atomic(thread_start *) spawn_pending[SPAWNS_PENDING];
+
+static void spawn_track(thread_start *start, bool add) {
+  for (int i = 0; i < SPAWNS_PENDING; i++) {
+    thread_start *want = add ? NULL : start;
+    if (atomic_compare_exchange_strong(&spawn_pending[i], &want,
+                                       add ? start : NULL))
+      return;
+  }
+}
+
 static void *spawned_main(void *p) {
   thread_start start = *(thread_start *)p;
+  spawn_track(p, false);
   cprof__free(p);
   cprof__guard_enter();
+  cprof__thread_scan_seen();
   cprof__stack_register_thread();
   pid_t tid = own_tid();
   cprof__task_note(tid, CPROF__TASK_NO_STACK, true);
@@ -178,12 +200,16 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
   thread_start *start = cprof__malloc(sizeof *start);
   if (!start) return ENOMEM;
   *start = (thread_start){fn, arg, true, NULL, CPROF__TASK_NO_STACK};
+  spawn_track(start, true);
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   int rc = real(thread, NULL, spawned_main, start);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
-  if (rc != 0) cprof__free(start);
+  if (rc != 0) {
+    spawn_track(start, false);
+    cprof__free(start);
+  }
   if (rc == 0 && name) pthread_setname_np(*thread, name);
   return rc;
 }

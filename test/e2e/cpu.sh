@@ -39,6 +39,12 @@ read -r own cprofs < <(awk '{print $2, $4}' "$TMP/steal.txt" | tr -d ',')
   fail "the program's handler got $own of its own signals and $cprofs of cprof's"
 checks=$((checks + 1))
 echo "ok: the program's own SIGPROF profiler gets its $own signals and $cprofs of cprof's"
+# While a CPU profile runs, cprof's scanner thread makes the process
+# multi-threaded, and the child starts one of its own when it profiles:
+# ThreadSanitizer kills such a child unless told not to (its
+# die_after_fork=1), as for children_fork's dumpers.
+tsan_build "$prog" &&
+  export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}die_after_fork=0"
 "$prog" fork || fail "fork while profiling"
 echo "ok: fork while profiling (parent and child)"
 checks=$((checks + 1))

@@ -4,6 +4,15 @@
 # read back by go tool pprof.
 source "$(dirname "$0")/lib.bash"
 
+# Under ThreadSanitizer its runtime starts a thread of its own around the
+# program's first pthread_create, not through cprof's: threadcreate counts
+# it on "[cprof: thread started outside pthread_create]" once it has run
+# 20 ms (docs/api.md), so a sixth thread may be there.
+three='60\.00' two='40\.00' total=5
+if tsan_build "$CPROF_BUILD/test/progs/spawner"; then
+  three='(60\.00|50\.00)' two='(40\.00|33\.33)' total='(5|6)'
+fi
+
 check_pprof() {
   local label=$1 file=$2
   pprof -raw "$file" >"$TMP/raw.txt"
@@ -13,14 +22,14 @@ check_pprof() {
   pprof -top -lines "$file" >"$TMP/top.txt"
   # The cum column: under a sanitizer its pthread_create interceptor is
   # the innermost frame.
-  expect_match "$TMP/top.txt" ' +3 60\.00% +spawn_three .*spawner\.c:[0-9]+$' "$label: spawn_three created 3 threads"
-  expect_match "$TMP/top.txt" ' +2 40\.00% +spawn_two .*spawner\.c:[0-9]+$' "$label: spawn_two created 2 threads"
-  expect_match "$TMP/top.txt" '5 total' "$label: 5 threads in total"
+  expect_match "$TMP/top.txt" " +3 $three% +spawn_three .*spawner\\.c:[0-9]+\$" "$label: spawn_three created 3 threads"
+  expect_match "$TMP/top.txt" " +2 $two% +spawn_two .*spawner\\.c:[0-9]+\$" "$label: spawn_two created 2 threads"
+  expect_match "$TMP/top.txt" " $total total" "$label: 5 threads in total"
 }
 
 check_text() {
   local label=$1 file=$2
-  expect_match "$file" '^threadcreate profile: total 5$' "$label: debug=1 header"
+  expect_match "$file" "^threadcreate profile: total $total\$" "$label: debug=1 header"
   expect_match "$file" '^3 @( 0x[0-9a-f]+)+$' "$label: debug=1 record of 3"
   expect_match "$file" '^2 @( 0x[0-9a-f]+)+$' "$label: debug=1 record of 2"
   expect_match "$file" $'^#\t0x[0-9a-f]+\tspawn_three\\+0x[0-9a-f]+\t/.*spawner\\.c:[0-9]+$' "$label: debug=1 frame line for spawn_three"

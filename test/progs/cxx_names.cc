@@ -1,10 +1,13 @@
 // A C++ program for the demangling test (test/e2e/symbolize_cxx.sh): it
 // symbolizes call sites inside a namespaced class method, a function
 // template instance and a namespaced free function with cprof's internal
-// symbolizer and prints one "name|system_name" line per frame. It uses
-// operator new so that libstdc++ (and with it __cxa_demangle) is loaded.
+// symbolizer and prints one "name|system_name" line per frame. It calls
+// std::get_new_handler so that libstdc++ (and with it __cxa_demangle) is
+// loaded: operator new alone no longer needs it, cprof's static library
+// defining one.
 #include <cstdint>
 #include <cstdio>
+#include <new>
 
 extern "C" {
 #include "encode/symbolize.h"
@@ -50,6 +53,7 @@ __attribute__((noinline)) uintptr_t helper(int x) {
 }  // namespace ns
 
 int main() {
+  if (std::get_new_handler()) return 1;
   ns::Widget *w = new ns::Widget();
   uintptr_t pcs[] = {w->method(), ns::twice<int>(3), ns::helper(5)};
   delete w;

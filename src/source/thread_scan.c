@@ -1,0 +1,295 @@
+/*
+ * Threads the trampoline did not see (thread_scan.h). It keeps the set of
+ * threads that are known (started in cprof's trampoline, there when cprof
+ * started, or already counted), reads /proc/self/task for the others, and
+ * runs the scanner thread that, while the CPU engine runs, has it arm
+ * their timers. Normal context only; everything here is under one lock of
+ * cprof's own, never held across a call into the CPU engine.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "source/cpu.h"
+#include "base/hmap.h"
+#include "base/lock.h"
+#include "base/mem.h"
+#include "source/thread_scan.h"
+#include "source/threads.h"
+
+/* What the set says of a tid (a value of 0 is an entry whose thread is
+ * gone). */
+enum { GONE = 0, SEEN = 1, KNOWN = 2 };
+
+static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t scan_cond = PTHREAD_COND_INITIALIZER;
+static cprof__hmap threads_set; /* tid + 1 -> SEEN or KNOWN; under scan_lock */
+static size_t nlive;            /* entries not GONE */
+static uint64_t unseen_total;   /* under scan_lock */
+static pid_t scanner_pid;       /* the process whose scanner runs */
+static bool scanner_started;    /* it is running (scanner_main began) */
+static uint64_t scan_generation; /* bumped by every wake */
+
+static pid_t gettid_raw(void) { return (pid_t)syscall(SYS_gettid); }
+
+/* Sets tid's state; scan_lock held. Out of memory leaves it unknown,
+ * which at worst counts it in threadcreate. */
+static void set_state(pid_t tid, uint64_t state) {
+  uint64_t old = GONE;
+  bool had = cprof__hmap_get(&threads_set, (uint64_t)tid + 1, &old);
+  if (had && old == state) return;
+  if (cprof__hmap_put(&threads_set, (uint64_t)tid + 1, state) != 0) return;
+  if (old == GONE && state != GONE) nlive++;
+  if (old != GONE && state == GONE) nlive--;
+}
+
+static uint64_t state_of(pid_t tid) {
+  uint64_t v = GONE;
+  cprof__hmap_get(&threads_set, (uint64_t)tid + 1, &v);
+  return v;
+}
+
+/* The tids in /proc/self/task, in a buffer of cprof's; NULL when the
+ * directory cannot be read whole. Read with getdents64 into a buffer on
+ * the stack: opendir's own buffer is 32 KiB of heap per scan. */
+static pid_t *list_tasks(size_t *n) {
+  *n = 0;
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  size_t cap = 64;
+  pid_t *v = cprof__malloc(cap * sizeof *v);
+  _Alignas(8) char buf[4096];
+  long got = 0;
+  while (v && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+    for (long at = 0; v && at < got;) {
+      const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+      at += e->d_reclen;
+      char *end;
+      long tid = strtol(e->d_name, &end, 10);
+      if (*end != '\0' || tid <= 0) continue;
+      if (*n == cap) {
+        pid_t *w = cprof__realloc(v, 2 * cap * sizeof *v);
+        if (!w) {
+          cprof__free(v);
+          v = NULL;
+          break;
+        }
+        v = w;
+        cap *= 2;
+      }
+      v[(*n)++] = (pid_t)tid;
+    }
+  }
+  if (got < 0) {
+    cprof__free(v);
+    v = NULL;
+  }
+  close(fd);
+  if (!v) *n = 0;
+  return v;
+}
+
+/* fork: the lock is held across it, so the child's set is whole; the
+ * child has no scanner until its CPU engine wakes one. */
+static void atfork_prepare(void) { cprof__lock(&scan_lock); }
+static void atfork_parent(void) { cprof__unlock(&scan_lock); }
+static void atfork_child(void) {
+  pthread_mutex_init(&scan_lock, NULL);
+  pthread_cond_init(&scan_cond, NULL);
+  scanner_started = false;
+}
+
+void cprof__thread_scan_init(void) {
+  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  size_t n;
+  pid_t *tids = list_tasks(&n);
+  cprof__lock(&scan_lock);
+  for (size_t i = 0; i < n; i++) set_state(tids[i], KNOWN);
+  if (!tids) set_state(gettid_raw(), KNOWN);
+  cprof__unlock(&scan_lock);
+  cprof__free(tids);
+}
+
+void cprof__thread_scan_seen(void) {
+  pid_t tid = gettid_raw();
+  cprof__lock(&scan_lock);
+  set_state(tid, SEEN);
+  cprof__unlock(&scan_lock);
+}
+
+void cprof__thread_scan_gone(void) {
+  pid_t tid = gettid_raw();
+  cprof__lock(&scan_lock);
+  set_state(tid, GONE);
+  cprof__unlock(&scan_lock);
+}
+
+/* How long ago, in ms, thread tid started; -1 when unknown. Field 22 of
+ * its stat is its start in clock ticks since boot. */
+static long age_ms(pid_t tid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  FILE *f = fopen(path, "re");
+  if (!f) return -1;
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  if (!p) return -1;
+  unsigned long long start = 0;
+  /* After ")": state is field 3, starttime field 22. */
+  int field = 2;
+  for (p++; *p && field < 22; p++)
+    if (*p == ' ') field++;
+  if (field != 22 || sscanf(p, "%llu", &start) != 1) return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  struct timespec now;
+  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+  long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  return (long)(now_ms - (long long)(start * 1000 / (unsigned long long)hz));
+}
+
+/* Drops the entries of threads that are gone when they are most of the
+ * set; scan_lock held. */
+static void compact(void) {
+  if (threads_set.len < 4096 || nlive * 4 > threads_set.len) return;
+  cprof__hmap fresh = {0};
+  for (size_t i = 0; i < threads_set.cap; i++)
+    if (threads_set.keys[i] && threads_set.vals[i] != GONE &&
+        cprof__hmap_put(&fresh, threads_set.keys[i], threads_set.vals[i]))
+      goto fail;
+  cprof__hmap_free(&threads_set);
+  threads_set = fresh;
+  return;
+fail:
+  cprof__hmap_free(&fresh);
+}
+
+/* Counts the threads in tids (all of /proc/self/task) that are not known
+ * yet; returns the total. */
+static uint64_t count_unseen(const pid_t *tids, size_t n) {
+  cprof__lock(&scan_lock);
+  {
+    /* KNOWN entries of threads no longer listed are forgotten, so that a
+     * new thread reusing the tid is counted; SEEN ones leave by
+     * cprof__thread_scan_gone. */
+    cprof__hmap listed = {0};
+    for (size_t i = 0; i < n; i++) cprof__hmap_put(&listed, (uint64_t)tids[i] + 1, 1);
+    for (size_t i = 0; i < threads_set.cap && listed.len == n; i++) {
+      uint64_t v;
+      if (threads_set.keys[i] && threads_set.vals[i] == KNOWN &&
+          !cprof__hmap_get(&listed, threads_set.keys[i], &v)) {
+        threads_set.vals[i] = GONE;
+        nlive--;
+      }
+    }
+    cprof__hmap_free(&listed);
+    for (size_t i = 0; i < n; i++) {
+      if (state_of(tids[i]) != GONE) continue;
+      long age = age_ms(tids[i]);
+      if (age < CPROF__SCAN_SETTLE_MS) continue; /* maybe on its way in */
+      set_state(tids[i], KNOWN);
+      unseen_total++;
+    }
+    compact();
+  }
+  uint64_t total = unseen_total;
+  cprof__unlock(&scan_lock);
+  return total;
+}
+
+uint64_t cprof__thread_scan_unseen(void) {
+  size_t n;
+  pid_t *tids = list_tasks(&n);
+  uint64_t total;
+  if (tids) {
+    total = count_unseen(tids, n);
+  } else {
+    cprof__lock(&scan_lock);
+    total = unseen_total;
+    cprof__unlock(&scan_lock);
+  }
+  cprof__free(tids);
+  return total;
+}
+
+/* The scanner: while the CPU engine runs, it has the engine arm timers for
+ * threads it does not time yet, and counts the threads the trampoline did
+ * not see, at the intervals thread_scan.h gives (a wake, at each start of
+ * the engine, goes back to the shortest). */
+static void *scanner_main(void *arg) {
+  (void)arg;
+  long period_ms = CPROF__SCAN_MIN_MS;
+  cprof__lock(&scan_lock);
+  scanner_started = true;
+  pthread_cond_broadcast(&scan_cond);
+  for (;;) {
+    while (cprof__cpu_engine_hz() == 0) {
+      cprof__cond_wait(&scan_cond, &scan_lock);
+      period_ms = CPROF__SCAN_MIN_MS;
+    }
+    uint64_t gen = scan_generation;
+    struct timespec at;
+    clock_gettime(CLOCK_REALTIME, &at);
+    at.tv_nsec += period_ms * 1000000L;
+    at.tv_sec += at.tv_nsec / 1000000000L;
+    at.tv_nsec %= 1000000000L;
+    while (scan_generation == gen &&
+           cprof__cond_timedwait(&scan_cond, &scan_lock, &at) != ETIMEDOUT) {
+    }
+    if (scan_generation != gen) period_ms = CPROF__SCAN_MIN_MS;
+    cprof__unlock(&scan_lock);
+    if (cprof__cpu_engine_hz() != 0) {
+      size_t n, found = 0;
+      pid_t *tids = list_tasks(&n);
+      if (tids) {
+        found = cprof__cpu_rescan(tids, n);
+        count_unseen(tids, n);
+      }
+      cprof__free(tids);
+      period_ms = found ? CPROF__SCAN_MIN_MS
+                        : period_ms * 2 > CPROF__SCAN_MAX_MS ? CPROF__SCAN_MAX_MS
+                                                             : period_ms * 2;
+    }
+    cprof__lock(&scan_lock);
+  }
+  return NULL;
+}
+
+/* A scanner just started is waited for: until it runs, its start-up
+ * block (cprof__thread_spawn's) is on the heap, and a fork meanwhile would
+ * leave the child a block nobody frees. */
+void cprof__thread_scan_wake(void) {
+  cprof__lock(&scan_lock);
+  pid_t pid = getpid();
+  bool start = scanner_pid != pid;
+  if (start) {
+    scanner_pid = pid;
+    scanner_started = false;
+  }
+  scan_generation++;
+  cprof__unlock(&scan_lock);
+  pthread_t t;
+  if (start && cprof__thread_spawn(&t, scanner_main, NULL, "cprof-scan") == 0) {
+    pthread_detach(t);
+    cprof__lock(&scan_lock);
+    while (!scanner_started) cprof__cond_wait(&scan_cond, &scan_lock);
+    cprof__unlock(&scan_lock);
+  } else if (start) {
+    cprof__lock(&scan_lock);
+    scanner_pid = 0;
+    cprof__unlock(&scan_lock);
+  }
+  cprof__lock(&scan_lock);
+  pthread_cond_broadcast(&scan_cond);
+  cprof__unlock(&scan_lock);
+}

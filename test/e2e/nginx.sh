@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# A pre-fork server nobody here built: Debian's nginx (nginx-light), one
+# master and two workers, under `cprof run --dump cpu,heap` while wrk loads
+# it. The workers are fork children that do not exec: each keeps
+# profiling and dumps its own blocks, named by its pid. The extracted
+# profiles must hold a CPU and a heap profile for each worker, each CPU
+# profile with nginx's request-processing functions, and the workers'
+# sampled CPU time must match what /proc/PID/stat counts for them (read
+# just before they are told to stop) within 5%.
+source "$(dirname "$0")/lib.bash"
+cprof=$CPROF_BUILD/cprof
+plain=$CPROF_BUILD/test/progs/plain_forks
+command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
+command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh installs it)"
+if tsan_build "$plain"; then
+  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
+fi
+rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
+# nginx's processes end by exit() without freeing what they hold.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$TMP/www"
+head -c 3000 /dev/urandom | base64 >"$TMP/www/index.html"
+cat >"$TMP/nginx.conf" <<EOF
+worker_processes 2;
+master_process on;
+daemon off;
+pid $TMP/nginx.pid;
+error_log $TMP/error.log;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/body;
+  proxy_temp_path $TMP/proxy;
+  fastcgi_temp_path $TMP/fastcgi;
+  uwsgi_temp_path $TMP/uwsgi;
+  scgi_temp_path $TMP/scgi;
+  server {
+    listen 127.0.0.1:$port;
+    root $TMP/www;
+  }
+}
+EOF
+
+LD_PRELOAD="$rt" "$cprof" run --dump cpu,heap --dump-out "$TMP/run.log" -- \
+  nginx -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
+runner=$!
+track "$runner"
+workers=()
+for _ in $(seq 100); do
+  if [ -s "$TMP/nginx.pid" ]; then
+    master=$(cat "$TMP/nginx.pid")
+    mapfile -t workers < <(pgrep -P "$master" || true)
+    [ "${#workers[@]}" -eq 2 ] && break
+  fi
+  sleep 0.1
+done
+[ "${#workers[@]}" -eq 2 ] || { cat "$TMP/nginx.out" "$TMP/error.log" 2>/dev/null; fail "nginx did not start a master and two workers"; }
+echo "master $master, workers ${workers[*]}"
+
+wrk -t1 -c16 -d4s "http://127.0.0.1:$port/" >"$TMP/wrk.txt"
+expect_match "$TMP/wrk.txt" 'Requests/sec' "wrk loaded nginx"
+tck=$(getconf CLK_TCK)
+proc_ms=0
+for w in "${workers[@]}"; do
+  ms=$(awk -v t="$tck" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$w/stat")
+  echo "worker $w: $ms ms of CPU in /proc/$w/stat"
+  proc_ms=$((proc_ms + ms))
+done
+kill -QUIT "$master"
+wait "$runner" || { cat "$TMP/nginx.out"; fail "nginx did not stop cleanly"; }
+
+"$cprof" extract -o "$TMP/x" "$TMP/run.log" >"$TMP/extract.txt" 2>&1 ||
+  { cat "$TMP/extract.txt"; fail "extract failed"; }
+ls "$TMP/x"
+prof_ms=0
+for w in "${workers[@]}"; do
+  cpu=$TMP/x/cpu-$w-1.pb.gz
+  [ -f "$cpu" ] || fail "no CPU profile of worker $w"
+  ls "$TMP"/x/heap-"$w"-*.pb.gz >/dev/null 2>&1 || fail "no heap profile of worker $w"
+  checks=$((checks + 1))
+  echo "ok: worker $w dumped a CPU and a heap profile of its own"
+  pprof -top -unit=ms "$cpu" >"$TMP/$w.top"
+  for fn in ngx_http_process_request ngx_http_core_run_phases; do
+    expect_match "$TMP/$w.top" " $fn( \\(inline\\))?$" "worker $w: $fn in its CPU profile"
+  done
+  ms=$(sed -nE 's/.*Total samples = ([0-9.]+)ms .*/\1/p' "$TMP/$w.top")
+  [ -n "$ms" ] || { cat "$TMP/$w.top"; fail "worker $w: no total in its CPU profile"; }
+  echo "worker $w: $ms ms of CPU in its profile"
+  prof_ms=$(awk -v a="$prof_ms" -v b="$ms" 'BEGIN { printf "%d", a + b }')
+done
+echo "workers: $prof_ms ms sampled, $proc_ms ms in /proc"
+[ "$proc_ms" -ge 200 ] || fail "the workers used too little CPU ($proc_ms ms) to compare"
+awk -v p="$prof_ms" -v t="$proc_ms" 'BEGIN { d = (p - t) / t; exit !(d <= 0.05 && d >= -0.05) }' ||
+  fail "the workers' sampled CPU ($prof_ms ms) is not within 5% of /proc's ($proc_ms ms)"
+checks=$((checks + 1))
+echo "ok: the workers' CPU profiles match /proc/PID/stat within 5%"
+finish
