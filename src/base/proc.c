@@ -2,12 +2,14 @@
  * The /proc reader (proc.h). Calls libc's file functions and base/mem;
  * normal context only.
  */
+#define _GNU_SOURCE 1
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/mem.h"
@@ -34,41 +36,44 @@ ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
   return (ssize_t)len;
 }
 
+/* Read with getdents64 into a buffer on the stack: opendir's own buffer
+ * is 32 KiB of the process's heap per listing. */
 int cprof__proc_tids(pid_t **out, size_t *count) {
-  /* opendir allocates through the process's malloc. */
-  cprof__guard_enter();
-  DIR *d = opendir("/proc/self/task");
-  cprof__guard_exit();
-  if (!d) return CPROF_ESYS;
-  pid_t *v = NULL;
-  size_t len = 0, cap = 0;
-  int err = 0;
-  struct dirent *e;
-  while (!err && (e = readdir(d)) != NULL) {
-    char *end;
-    long tid = strtol(e->d_name, &end, 10);
-    if (*end != '\0' || tid <= 0 || e->d_name[0] < '0' || e->d_name[0] > '9')
-      continue;
-    if (len == cap) {
-      cap = cap ? cap * 2 : 64;
-      pid_t *nv = cprof__realloc(v, cap * sizeof *nv);
-      if (!nv) {
-        err = CPROF_ENOMEM;
-        break;
+  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return CPROF_ESYS;
+  size_t cap = 64, n = 0;
+  pid_t *v = cprof__malloc(cap * sizeof *v);
+  int err = v ? 0 : CPROF_ENOMEM;
+  _Alignas(8) char buf[4096];
+  long got = 0;
+  while (!err && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+    for (long at = 0; !err && at < got;) {
+      const struct dirent64 *e = (const struct dirent64 *)(buf + at);
+      at += e->d_reclen;
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      char *end;
+      long tid = strtol(e->d_name, &end, 10);
+      if (*end != '\0' || tid <= 0) continue;
+      if (n == cap) {
+        pid_t *w = cprof__realloc(v, 2 * cap * sizeof *v);
+        if (!w) {
+          err = CPROF_ENOMEM;
+          break;
+        }
+        v = w;
+        cap *= 2;
       }
-      v = nv;
+      v[n++] = (pid_t)tid;
     }
-    v[len++] = (pid_t)tid;
   }
-  cprof__guard_enter();
-  closedir(d);
-  cprof__guard_exit();
+  if (!err && got < 0) err = CPROF_ESYS;
+  close(fd);
   if (err) {
     cprof__free(v);
     return err;
   }
   *out = v;
-  *count = len;
+  *count = n;
   return 0;
 }
 

@@ -35,6 +35,7 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/proc.h"
 #include "capture/stack.h"
 #include "capture/labels.h"
 #include "capture/stacktab.h"
@@ -210,18 +211,14 @@ static void disarm_all(void) {
 }
 
 static void arm_existing_threads(void) {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) {
+  pid_t *tids;
+  size_t n;
+  if (cprof__proc_tids(&tids, &n) != 0) {
     arm_thread(current_tid());
     return;
   }
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    char *end;
-    long tid = strtol(e->d_name, &end, 10);
-    if (*end == '\0' && tid > 0) arm_thread((pid_t)tid);
-  }
-  closedir(d);
+  for (size_t i = 0; i < n; i++) arm_thread(tids[i]);
+  cprof__free(tids);
 }
 
 /*

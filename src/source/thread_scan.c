@@ -23,6 +23,7 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/proc.h"
 #include "source/thread_scan.h"
 #include "source/threads.h"
 
@@ -59,42 +60,13 @@ static uint64_t state_of(pid_t tid) {
 }
 
 /* The tids in /proc/self/task, in a buffer of cprof's; NULL when the
- * directory cannot be read whole. Read with getdents64 into a buffer on
- * the stack: opendir's own buffer is 32 KiB of heap per scan. */
+ * directory cannot be read whole. */
 static pid_t *list_tasks(size_t *n) {
-  *n = 0;
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  size_t cap = 64;
-  pid_t *v = cprof__malloc(cap * sizeof *v);
-  _Alignas(8) char buf[4096];
-  long got = 0;
-  while (v && (got = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-    for (long at = 0; v && at < got;) {
-      const struct dirent64 *e = (const struct dirent64 *)(buf + at);
-      at += e->d_reclen;
-      char *end;
-      long tid = strtol(e->d_name, &end, 10);
-      if (*end != '\0' || tid <= 0) continue;
-      if (*n == cap) {
-        pid_t *w = cprof__realloc(v, 2 * cap * sizeof *v);
-        if (!w) {
-          cprof__free(v);
-          v = NULL;
-          break;
-        }
-        v = w;
-        cap *= 2;
-      }
-      v[(*n)++] = (pid_t)tid;
-    }
+  pid_t *v;
+  if (cprof__proc_tids(&v, n) != 0) {
+    *n = 0;
+    return NULL;
   }
-  if (got < 0) {
-    cprof__free(v);
-    v = NULL;
-  }
-  close(fd);
-  if (!v) *n = 0;
   return v;
 }
 
@@ -138,11 +110,7 @@ void cprof__thread_scan_gone(void) {
 static long age_ms(pid_t tid) {
   char path[64], buf[512];
   snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  FILE *f = fopen(path, "re");
-  if (!f) return -1;
-  size_t len = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[len] = '\0';
+  if (cprof__proc_read(AT_FDCWD, path, buf, sizeof buf) < 0) return -1;
   const char *p = strrchr(buf, ')'); /* the name may hold spaces */
   if (!p) return -1;
   unsigned long long start = 0;
