@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/settings.h"
 
 size_t cprof__quote(char *out, size_t outlen, const char *s, size_t n,
                     size_t max) {
@@ -257,7 +258,17 @@ const char *cprof__env_lookup(const char *name, unsigned long at_secure) {
   return NULL;
 }
 
+bool cprof__setting_known(const char *name) {
+#define KNOWN(n, what) #n,
+  static const char *const names[] = {CPROF__SETTINGS(KNOWN)};
+#undef KNOWN
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(names[i], name) == 0) return true;
+  return false;
+}
+
 const char *cprof__env_get(const char *name) {
+  if (!name || !cprof__setting_known(name)) return NULL;
   return cprof__env_lookup(name, getauxval(AT_SECURE));
 }
 

@@ -41,6 +41,10 @@ CPROF__HIDDEN const char *cprof__env_str(const char *name);
  * inherit the address never contend for one socket. */
 CPROF__HIDDEN const char *cprof__env_get(const char *name);
 
+/* Whether name is one of cprof's settings (base/settings.h); any other
+ * name reads as unset through cprof__env_get. */
+CPROF__HIDDEN bool cprof__setting_known(const char *name);
+
 /* The decision behind cprof__env_get, with the process's AT_SECURE value
  * given: nonzero means the environment belongs to someone less privileged
  * than the process, so the variable reads as unset, and the first time a

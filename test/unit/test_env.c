@@ -76,16 +76,16 @@ static const char *capture_stderr(void (*fn)(void), char *out, size_t len) {
 static const char *secure_a, *secure_b, *secure_unset, *plain;
 
 static void lookups(void) {
-  secure_a = cprof__env_lookup("CPROF_TEST_A", 1);
-  secure_b = cprof__env_lookup("CPROF_TEST_B", 1);
-  secure_unset = cprof__env_lookup("CPROF_TEST_UNSET", 1);
-  plain = cprof__env_lookup("CPROF_TEST_A", 0);
+  secure_a = cprof__env_lookup("CPROF_PUSH_APP", 1);
+  secure_b = cprof__env_lookup("CPROF_DUMP_OUT", 1);
+  secure_unset = cprof__env_lookup("CPROF_PUSH_TENANT", 1);
+  plain = cprof__env_lookup("CPROF_PUSH_APP", 0);
 }
 
 static void test_secure(void) {
-  setenv("CPROF_TEST_A", "5", 1);
-  setenv("CPROF_TEST_B", "/tmp/x", 1);
-  unsetenv("CPROF_TEST_UNSET");
+  setenv("CPROF_PUSH_APP", "5", 1);
+  setenv("CPROF_DUMP_OUT", "/tmp/x", 1);
+  unsetenv("CPROF_PUSH_TENANT");
   char err[512];
   capture_stderr(lookups, err, sizeof err);
   CHECK(secure_a == NULL);
@@ -97,22 +97,22 @@ static void test_secure(void) {
               "cprof: privileged process (setuid, setgid or file "
               "capabilities): CPROF_* environment variables ignored\n");
   /* This test is not privileged: the real readers see the variables. */
-  CHECK_STREQ(cprof__env_get("CPROF_TEST_A"), "5");
+  CHECK_STREQ(cprof__env_get("CPROF_PUSH_APP"), "5");
   long long v = 0;
-  CHECK(cprof__env_int("CPROF_TEST_A", 0, 10, "off", &v) && v == 5);
+  CHECK(cprof__env_int("CPROF_PUSH_APP", 0, 10, "off", &v) && v == 5);
 }
 
 static void bad_int(void) {
   long long v;
-  setenv("CPROF_TEST_BAD", "4\n\x1b[2J", 1);
-  CHECK(!cprof__env_int("CPROF_TEST_BAD", 0, 10, "feature off", &v));
+  setenv("CPROF_PUSH_LABELS", "4\n\x1b[2J", 1);
+  CHECK(!cprof__env_int("CPROF_PUSH_LABELS", 0, 10, "feature off", &v));
 }
 
 static void test_env_int_line(void) {
   char err[512];
   capture_stderr(bad_int, err, sizeof err);
   CHECK_STREQ(err,
-              "cprof: CPROF_TEST_BAD=\"4\\n\\x1b[2J\": unexpected '\\n' after "
+              "cprof: CPROF_PUSH_LABELS=\"4\\n\\x1b[2J\": unexpected '\\n' after "
               "the number; feature off\n");
 }
 

@@ -31,30 +31,41 @@ static void test_http_per_process(void) {
   setenv("CPROF_HTTP", "unix:/tmp/x-%p.sock", 1);
   CHECK_STREQ(cprof__env_get("CPROF_HTTP"), want);
   /* Only CPROF_HTTP has a per-process form. */
-  setenv("CPROF_TEST_P", "a-%p", 1);
-  CHECK_STREQ(cprof__env_get("CPROF_TEST_P"), "a-%p");
+  setenv("CPROF_PUSH_APP", "a-%p", 1);
+  CHECK_STREQ(cprof__env_get("CPROF_PUSH_APP"), "a-%p");
   unsetenv("CPROF_HTTP");
-  unsetenv("CPROF_TEST_P");
+  unsetenv("CPROF_PUSH_APP");
+}
+
+/* Only cprof's own settings (base/settings.h) are read: any other name
+ * reads as unset, whatever the environment holds. */
+static void test_only_settings(void) {
+  setenv("CPROF_NOT_A_SETTING", "5", 1);
+  CHECK(cprof__env_get("CPROF_NOT_A_SETTING") == NULL);
+  CHECK(!cprof__setting_known("CPROF_NOT_A_SETTING"));
+  CHECK(cprof__setting_known("CPROF_HEAP_RATE"));
+  unsetenv("CPROF_NOT_A_SETTING");
 }
 
 static void test_removed_still_read(void) {
-  static char a[] = "CPROF_TEST_GONE=5", b[] = "CPROF_TEST_BOTH=old";
+  static char a[] = "CPROF_PUSH_INTERVAL=5", b[] = "CPROF_PUSH_LABELS=old";
   static char *const removed[] = {a, b};
   cprof__env_keep_removed(removed, 2);
-  CHECK(getenv("CPROF_TEST_GONE") == NULL);
-  CHECK_STREQ(cprof__env_get("CPROF_TEST_GONE"), "5");
+  CHECK(getenv("CPROF_PUSH_INTERVAL") == NULL);
+  CHECK_STREQ(cprof__env_get("CPROF_PUSH_INTERVAL"), "5");
   long long v = 0;
-  CHECK(cprof__env_int("CPROF_TEST_GONE", 0, 10, "off", &v) && v == 5);
-  setenv("CPROF_TEST_BOTH", "new", 1);
-  CHECK_STREQ(cprof__env_get("CPROF_TEST_BOTH"), "new");
-  CHECK(cprof__env_get("CPROF_TEST_NEVER") == NULL);
+  CHECK(cprof__env_int("CPROF_PUSH_INTERVAL", 0, 10, "off", &v) && v == 5);
+  setenv("CPROF_PUSH_LABELS", "new", 1);
+  CHECK_STREQ(cprof__env_get("CPROF_PUSH_LABELS"), "new");
+  CHECK(cprof__env_get("CPROF_PUSH_TENANT") == NULL);
   cprof__env_keep_removed(NULL, 0);
-  CHECK(cprof__env_get("CPROF_TEST_GONE") == NULL);
+  CHECK(cprof__env_get("CPROF_PUSH_INTERVAL") == NULL);
 }
 
 int main(void) {
   RUN(test_expand_pid);
   RUN(test_http_per_process);
+  RUN(test_only_settings);
   RUN(test_removed_still_read);
   return TEST_RESULT();
 }
