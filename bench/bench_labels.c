@@ -85,16 +85,22 @@ int main(int argc, char **argv) {
       cprof_labels_new(NULL, b, 1, &sets[1]))
     return 1;
 
-  /* Setting and restoring. */
-  const long pairs = 100000000;
-  double t0 = clock_s(CLOCK_MONOTONIC);
-  for (long i = 0; i < pairs; i++) {
-    const cprof_labels *prev = cprof_labels_push(sets[i & 1]);
-    __asm__ volatile("" ::: "memory");
-    cprof_labels_pop(prev);
+  /* Setting and restoring, in the thread's own CPU time (a shared
+   * machine's other work does not count), best of five rounds. */
+  const long pairs = 20000000;
+  double per_pair = 1e9;
+  for (int round = 0; round < 5; round++) {
+    double t0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    for (long i = 0; i < pairs; i++) {
+      const cprof_labels *prev = cprof_labels_push(sets[i & 1]);
+      __asm__ volatile("" ::: "memory");
+      cprof_labels_pop(prev);
+    }
+    double ns = (clock_s(CLOCK_THREAD_CPUTIME_ID) - t0) / (double)pairs * 1e9;
+    if (ns < per_pair) per_pair = ns;
   }
-  double per_pair = (clock_s(CLOCK_MONOTONIC) - t0) / (double)pairs * 1e9;
-  printf("labels push+pop: %.2f ns per pair\n", per_pair);
+  printf("labels push+pop: %.2f ns per pair (CPU time, best of 5)\n",
+         per_pair);
 
   /* Calibrate a chunk to about 10 us. */
   double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
