@@ -87,4 +87,27 @@ CPROF_PUSH_URL="ftp://example" LD_PRELOAD=$(preload_env "$prog") "$prog" 0.1 >/d
 expect_match "$TMP/badurl.err" '^cprof: CPROF_PUSH_\*: url must start with http:// or https://; pushing disabled$' "a bad URL is refused in one line"
 CPROF_PUSH_URL="http://127.0.0.1:1" CPROF_PUSH_LABELS="bad label" LD_PRELOAD=$(preload_env "$prog") "$prog" 0.1 >/dev/null 2>"$TMP/badlabel.err"
 expect_match "$TMP/badlabel.err" 'bad label "bad label"' "a bad label is refused in one line"
+# Labels travel with the pushed profiles: a program that labels its two
+# request kinds (labels_server, docs/labels.md) pushes CPU windows whose
+# samples carry the kind label as pprof string labels, which is how
+# Pyroscope reads a profile's labels.
+start_receiver "$TMP/lab" ok
+mkdir -p "$TMP/labout"
+CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=labtest \
+  "$CPROF_BUILD/test/progs/labels_server" "$TMP/labout" >/dev/null 2>"$TMP/lab.err" ||
+  { cat "$TMP/lab.err"; fail "labels_server under the pusher"; }
+kill $rpid; wait $rpid 2>/dev/null || true
+labelled=0
+while IFS=$'\t' read -r n name _; do
+  pprof -raw "$TMP/lab/$n.pb.gz" >"$TMP/lab$n.txt" 2>/dev/null || continue
+  grep -q '^samples/count cpu/nanoseconds' "$TMP/lab$n.txt" || continue
+  pprof -tags "$TMP/lab/$n.pb.gz" >"$TMP/labtags$n.txt" 2>/dev/null || continue
+  if grep -q ' kind:' "$TMP/labtags$n.txt" && grep -q ' api$' "$TMP/labtags$n.txt" &&
+    grep -q ' static$' "$TMP/labtags$n.txt"; then
+    labelled=$((labelled + 1))
+  fi
+done <"$TMP/lab/index.tsv"
+[ "$labelled" -ge 1 ] || { cat "$TMP"/labtags*.txt 2>/dev/null | head -40; fail "no pushed CPU window carries the kind labels"; }
+echo "ok: $labelled pushed CPU windows carry the program's kind=api and kind=static labels"
+checks=$((checks + 1))
 finish
