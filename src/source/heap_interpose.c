@@ -1438,8 +1438,12 @@ long cprof_heap_set_rate(long rate) {
 
 /* Calls fn with the tracking word of every live sampled block, skipping
  * those kept only for their offset (stack id 0). Blocks allocated or freed
- * meanwhile may or may not be seen. */
-static void foreach_live(void (*fn)(uint64_t meta, void *ctx), void *ctx) {
+ * meanwhile may or may not be seen. Uninstrumented like the interposers
+ * that write the set: its chunks are published by their (uninstrumented)
+ * atomics, which a sanitizer cannot see order the chunk's mapping before
+ * this read. */
+NO_SAN static void foreach_live(void (*fn)(uint64_t meta, void *ctx),
+                                void *ctx) {
   size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
   if (used > LIVE_NODES) used = LIVE_NODES;
   for (size_t k = 0; k * NODE_CHUNK < used; k++) {
