@@ -9,6 +9,7 @@
 
 #define CPROF__SETTINGS(X)                                                    \
   X(CPROF_CPU_HZ, "the CPU profile's rate when nobody gives one")             \
+  X(CPROF_WALL_HZ, "the wall profile's rate per thread when nobody gives one")\
   X(CPROF_HEAP_RATE, "the heap sampling rate in bytes (0: off)")              \
   X(CPROF_HEAP_PEAK_MS, "how often the peak heap tracker looks")              \
   X(CPROF_MUTEX_FRACTION, "the mutex profile's fraction (0: off)")            \

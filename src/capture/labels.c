@@ -9,6 +9,8 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,24 +32,81 @@ static _Atomic uint32_t nsets;
 static pthread_mutex_t make_lock = PTHREAD_MUTEX_INITIALIZER;
 static cprof__hmap by_hash; /* content hash (+ probe) -> id, under make_lock */
 
-static __thread const cprof_labels *tls_labels CPROF__TLS;
+/* The calling thread's current set, and its thread id once the thread
+ * has published where this record is (publish_thread), so that a sampler
+ * on another thread can read it (cprof__labels_of). */
+typedef struct thread_labels {
+  const cprof_labels *set;
+  pid_t tid;
+} thread_labels;
+static __thread thread_labels tls CPROF__TLS;
 
-/* A fork child may inherit make_lock held by a thread it does not have. */
+/*
+ * Where each thread that ever took a set keeps its record: {tid, address
+ * of its thread_labels}, open addressing, lock-free. An entry is never
+ * removed; it is stale once the record at its address no longer names its
+ * tid (the thread exited and the memory went to another thread, or was
+ * unmapped), and a publishing thread takes over a stale entry on its probe
+ * path. Readers check the record's tid, and the set it points to against
+ * the id table, so a stale or racing entry reads as "no labels".
+ */
+#define THREAD_SLOTS 8192
+#define THREAD_PROBE 64
+static struct {
+  _Atomic pid_t tid;
+  _Atomic uintptr_t at;
+} threads_tab[THREAD_SLOTS];
+
+static size_t thread_slot(pid_t tid) {
+  return (size_t)(((uint32_t)tid * 2654435761u) >> 19) & (THREAD_SLOTS - 1);
+}
+
+/* The record at an entry, read without faulting; false when unreadable. */
+static bool read_record(uintptr_t at, thread_labels *out) {
+  return at && cprof__safe_read(at, out, sizeof *out);
+}
+
+static void publish_thread(void) {
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  tls.tid = tid;
+  size_t at = thread_slot(tid);
+  for (int i = 0; i < THREAD_PROBE; i++, at = (at + 1) & (THREAD_SLOTS - 1)) {
+    pid_t cur = atomic_load(&threads_tab[at].tid);
+    thread_labels rec;
+    bool stale = cur != 0 && cur != tid &&
+                 !(read_record(atomic_load(&threads_tab[at].at), &rec) &&
+                   rec.tid == cur);
+    if (cur == tid || ((cur == 0 || stale) &&
+                       atomic_compare_exchange_strong(&threads_tab[at].tid,
+                                                      &cur, tid))) {
+      atomic_store(&threads_tab[at].at, (uintptr_t)&tls);
+      return;
+    }
+  }
+}
+
+/* A fork child may inherit make_lock held by a thread it does not have;
+ * its one thread has a new id, and the others' entries are gone. */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static void child_after_fork(void) { pthread_mutex_init(&make_lock, NULL); }
+static void child_after_fork(void) {
+  pthread_mutex_init(&make_lock, NULL);
+  memset(threads_tab, 0, sizeof threads_tab);
+  if (tls.tid) publish_thread();
+}
 static void fork_init(void) { pthread_atfork(NULL, NULL, child_after_fork); }
 
-const cprof_labels *cprof_labels_current(void) { return tls_labels; }
+const cprof_labels *cprof_labels_current(void) { return tls.set; }
 
 const cprof_labels *cprof_labels_push(const cprof_labels *set) {
-  const cprof_labels *prev = tls_labels;
-  tls_labels = set;
+  const cprof_labels *prev = tls.set;
+  if (set && !tls.tid) publish_thread();
+  tls.set = set;
   atomic_signal_fence(memory_order_seq_cst);
   return prev;
 }
 
 void cprof_labels_pop(const cprof_labels *previous) {
-  tls_labels = previous;
+  tls.set = previous;
   atomic_signal_fence(memory_order_seq_cst);
 }
 
@@ -75,8 +134,9 @@ static const cprof_labels *by_id(uintptr_t id) {
   return atomic_load_explicit(&sets[id - 1], memory_order_acquire);
 }
 
-CPROF__SIGNAL_SAFE size_t cprof__labels_mark(uintptr_t *pcs, size_t n, size_t cap) {
-  const cprof_labels *set = tls_labels;
+CPROF__SIGNAL_SAFE static size_t mark_set(uintptr_t *pcs, size_t n,
+                                           size_t cap,
+                                           const cprof_labels *set) {
   if (!set || cap < 2) return n;
   if (n >= cap) {
     n = cap - 1;
@@ -84,6 +144,11 @@ CPROF__SIGNAL_SAFE size_t cprof__labels_mark(uintptr_t *pcs, size_t n, size_t ca
   }
   pcs[n] = CPROF__PC_LABELS | set->id;
   return n + 1;
+}
+
+CPROF__SIGNAL_SAFE size_t cprof__labels_mark(uintptr_t *pcs, size_t n,
+                                             size_t cap) {
+  return mark_set(pcs, n, cap, tls.set);
 }
 
 const cprof_labels *cprof__labels_strip(const uintptr_t *pcs, size_t *n) {
@@ -94,17 +159,44 @@ const cprof_labels *cprof__labels_strip(const uintptr_t *pcs, size_t *n) {
   return set;
 }
 
-cprof__stack_id cprof__labels_restack(cprof__stack_id sid) {
+static cprof__stack_id restack(cprof__stack_id sid,
+                               const cprof_labels *set) {
   const uintptr_t *pcs;
   size_t n = cprof__stacktab_get(sid, &pcs);
   if (n == 0) return sid;
   const cprof_labels *had = cprof__labels_strip(pcs, &n);
-  if (had == tls_labels) return sid;
+  if (had == set) return sid;
   uintptr_t buf[CPROF__STACK_BUF];
   if (n > CPROF__ARRAY_LEN(buf)) n = CPROF__ARRAY_LEN(buf);
   memcpy(buf, pcs, n * sizeof *buf);
-  n = cprof__labels_mark(buf, n, CPROF__ARRAY_LEN(buf));
+  n = mark_set(buf, n, CPROF__ARRAY_LEN(buf), set);
   return cprof__stacktab_intern(buf, n);
+}
+
+cprof__stack_id cprof__labels_restack(cprof__stack_id sid) {
+  return restack(sid, tls.set);
+}
+
+cprof__stack_id cprof__labels_restack_with(cprof__stack_id sid,
+                                           const cprof_labels *set) {
+  return restack(sid, set);
+}
+
+const cprof_labels *cprof__labels_of(pid_t tid) {
+  size_t at = thread_slot(tid);
+  for (int i = 0; i < THREAD_PROBE; i++, at = (at + 1) & (THREAD_SLOTS - 1)) {
+    pid_t cur = atomic_load(&threads_tab[at].tid);
+    if (cur == 0) return NULL;
+    if (cur != tid) continue;
+    thread_labels rec;
+    uint32_t id;
+    if (!read_record(atomic_load(&threads_tab[at].at), &rec) ||
+        rec.tid != tid || !rec.set ||
+        !cprof__safe_read((uintptr_t)rec.set, &id, sizeof id))
+      return NULL;
+    return by_id(id) == rec.set ? rec.set : NULL;
+  }
+  return NULL;
 }
 
 /* Pairs sorted by key, so equal contents compare equal. */

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "base/internal.h"
 #include "capture/stacktab.h"
@@ -38,6 +39,20 @@ CPROF__HIDDEN size_t cprof__labels_mark(uintptr_t *pcs, size_t n, size_t cap);
  * (none when the thread has none): sid itself when that is the same.
  * Async-signal-safe. */
 CPROF__HIDDEN cprof__stack_id cprof__labels_restack(cprof__stack_id sid);
+
+/* sid's stack with set's label frame (none when set is NULL) in place of
+ * any it had. Normal context. */
+CPROF__HIDDEN cprof__stack_id cprof__labels_restack_with(
+    cprof__stack_id sid, const cprof_labels *set);
+
+/* The current set of thread tid of this process, read from where that
+ * thread keeps it, without touching the thread: NULL when it has none, or
+ * never took one (a thread publishes where its set lives the first time
+ * it pushes one), or exited. Reads through cprof__safe_read, so a thread
+ * that exits meanwhile costs nothing but a NULL; a set being pushed at
+ * that moment may read as the one before. For samplers that look at other
+ * threads (the wall profile). Normal context. */
+CPROF__HIDDEN const cprof_labels *cprof__labels_of(pid_t tid);
 
 /* When the outermost of a stack's n pcs is a label frame: removes it from
  * *n and returns the set; otherwise NULL. */

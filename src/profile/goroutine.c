@@ -223,6 +223,7 @@ typedef struct collection {
     char state;
   } pending[SLOTS];
   size_t npending;
+  bool immediate; /* each running thread asked as soon as it is seen */
 } collection;
 
 /* Leaves out the frames of cprof's own interposers (a thread waiting on a
@@ -362,7 +363,8 @@ static int ask_pending(collection *c) {
       }
     int64_t now = cprof__mono_ns();
     if (!waiting || now >= deadline) break;
-    pause_briefly(now - t0);
+    /* A sampler (immediate) asks often: it sleeps rather than spins. */
+    pause_briefly(c->immediate ? ANSWER_TIMEOUT_NS : now - t0);
   }
   for (size_t i = 0; i < c->npending; i++) {
     pid_t tid = c->pending[i].tid;
@@ -420,11 +422,11 @@ static int one_thread(collection *c, pid_t tid, pid_t self) {
   }
   c->pending[c->npending].tid = tid;
   c->pending[c->npending].state = t.state;
-  if (++c->npending == SLOTS) return ask_pending(c);
+  if (++c->npending == SLOTS || c->immediate) return ask_pending(c);
   return 0;
 }
 
-static int goroutine_collect(cprof__records *out) {
+static int collect(cprof__records *out, bool immediate) {
   pthread_once(&setup_once, setup);
   if (setup_err) return setup_err;
   cprof__stacktab_init();
@@ -436,6 +438,7 @@ static int goroutine_collect(cprof__records *out) {
   collection c;
   memset(&c, 0, sizeof c);
   c.out = out;
+  c.immediate = immediate;
   c.dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   c.copy = cprof__malloc(STACK_COPY);
   c.calls = cprof__calloc(1, sizeof *c.calls);
@@ -463,6 +466,12 @@ static int goroutine_collect(cprof__records *out) {
   cprof__free(tids);
   return err;
 }
+
+static int goroutine_collect(cprof__records *out) {
+  return collect(out, false);
+}
+
+int cprof__goroutine_sample(cprof__records *out) { return collect(out, true); }
 
 void cprof__goroutine_last_stats(cprof__goroutine_stats *out) {
   cprof__lock(&collect_lock);

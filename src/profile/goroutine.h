@@ -23,6 +23,15 @@
 
 CPROF__HIDDEN extern const cprof__profile_def cprof__goroutine_profile;
 
+/* One collection as a sampler wants it (the wall profile): the same
+ * records as the profile's collect, but each running thread is signalled
+ * as soon as it is seen running and waited for before the next thread is
+ * looked at, so that every thread's state and stack are as of one moment
+ * (a batched collection looks again at running threads only after it has
+ * read all the others, and a thread that went to sleep meanwhile would be
+ * counted in its wait). Normal context. */
+CPROF__HIDDEN int cprof__goroutine_sample(cprof__records *out);
+
 /* Figures for the last collection: how many threads it listed, how many
  * stacks it got, how many of those were read from /proc and how many
  * threads were sent the signal, the whole collection's wall time and the

@@ -24,6 +24,7 @@
 #include "capture/taskread.h"
 #include "capture/stack.h"
 #include "profile/threadcreate.h"
+#include "profile/wall.h"
 #include "source/threads.h"
 
 /* Every profile, in name order: adding one is a line here. */
@@ -31,7 +32,7 @@ static const cprof__profile_def *const profiles[] = {
     &cprof__allocs_profile,       &cprof__block_profile,
     &cprof__cpu_profile,          &cprof__goroutine_profile,
     &cprof__heap_profile,         &cprof__mutex_profile,
-    &cprof__threadcreate_profile,
+    &cprof__threadcreate_profile, &cprof__wall_profile,
 };
 
 /* Registered profiles (the custom ones, heap_peak): each registration

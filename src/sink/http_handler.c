@@ -37,9 +37,40 @@
 const cprof__profile_def *(*cprof__http_find)(const char *name) =
     cprof__profile_find_route;
 
-/* Go allows one CPU profile at a time; so does the endpoint, for its
- * windowed profiles, across all servers in the process. */
-static atomic_bool window_in_use;
+/* Go allows one CPU profile at a time; so does the endpoint, for each of
+ * its windowed profiles, across all servers in the process (a window of
+ * one does not keep another's out): the definitions whose window is open,
+ * each in a slot of its own. */
+#define WINDOW_SLOTS 8
+static _Atomic(const cprof__profile_def *) window_in_use[WINDOW_SLOTS];
+
+/* Claims def's slot: false when a window of def is already open (or, with
+ * more windowed profiles than slots, when every slot is taken). */
+static bool window_claim(const cprof__profile_def *def) {
+  for (size_t i = 0; i < WINDOW_SLOTS; i++)
+    if (atomic_load(&window_in_use[i]) == def) return false;
+  for (size_t i = 0; i < WINDOW_SLOTS; i++) {
+    const cprof__profile_def *none = NULL;
+    if (atomic_compare_exchange_strong(&window_in_use[i], &none, def)) {
+      /* Another request for def may have claimed a slot meanwhile: the
+       * lower slot wins. */
+      for (size_t k = 0; k < i; k++)
+        if (atomic_load(&window_in_use[k]) == def) {
+          atomic_store(&window_in_use[i], NULL);
+          return false;
+        }
+      return true;
+    }
+  }
+  return false;
+}
+
+static void window_release(const cprof__profile_def *def) {
+  for (size_t i = 0; i < WINDOW_SLOTS; i++) {
+    const cprof__profile_def *d = def;
+    if (atomic_compare_exchange_strong(&window_in_use[i], &d, NULL)) return;
+  }
+}
 
 static void set_body(cprof__http_resp *r, const char *fmt, va_list ap) {
   char msg[512];
@@ -202,7 +233,7 @@ static void serve_window(const cprof__http_opts *o, const cprof__http_req *req,
          o->max_seconds);
     return;
   }
-  if (atomic_exchange(&window_in_use, true)) {
+  if (!window_claim(def)) {
     fail(r, 500, "Could not enable CPU profiling: %s",
          cprof_strerror(CPROF_EBUSY));
     return;
@@ -210,14 +241,14 @@ static void serve_window(const cprof__http_opts *o, const cprof__http_req *req,
   void *w;
   int err = def->window->start(hz, &w);
   if (err) {
-    atomic_store(&window_in_use, false);
+    window_release(def);
     fail(r, 500, "Could not enable CPU profiling: %s", cprof_strerror(err));
     return;
   }
   bool stayed = wait_ns(req, sec * 1000000000);
   cprof_sink sink = cprof_sink_buf(&r->body);
   err = def->window->stop(w, stayed ? &sink : NULL);
-  atomic_store(&window_in_use, false);
+  window_release(def);
   if (!stayed) {
     r->drop = true;
     return;

@@ -78,6 +78,7 @@ typedef struct push_job {
 typedef struct delta_state {
   const cprof__profile_def *def;
   void *window;
+  int rate; /* a windowed profile's, fixed when the pusher starts */
   cprof__records last;
   bool have_last;
 } delta_state;
@@ -280,7 +281,9 @@ out:
 }
 
 static int window_rate(const cprof_push *p, const cprof__profile_def *def) {
-  return p->hz ? p->hz : (int)def->window->default_rate();
+  for (size_t i = 0; i < p->npushed; i++)
+    if (p->pushed[i].def == def) return p->pushed[i].rate;
+  return 0;
 }
 
 /* Ends d's window (writing it when sink is set) and starts the next. */
@@ -602,8 +605,17 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   p->logger_ctx = cfg->logger_ctx;
   for (size_t i = 0; i < cprof__profiles_count(); i++) {
     const cprof__profile_def *d = cprof__profile_at(i);
-    if (d->push != CPROF__PUSH_NONE && p->npushed < PUSH_PROFILES)
-      p->pushed[p->npushed++].def = d;
+    if (d->push == CPROF__PUSH_NONE || p->npushed == PUSH_PROFILES) continue;
+    delta_state *st = &p->pushed[p->npushed++];
+    st->def = d;
+    /* The rates are read here, on the starting thread (the environment
+     * may be rearranged once the constructor is done): the
+     * configuration's cpu_hz is the CPU profile's, every other windowed
+     * profile pushes at its own default. */
+    if (d->window)
+      st->rate = p->hz && d == &cprof__cpu_profile
+                     ? p->hz
+                     : (int)d->window->default_rate();
   }
   size_t ulen = strlen(cfg->url);
   while (ulen && cfg->url[ulen - 1] == '/') ulen--;

@@ -4,8 +4,8 @@
 # epoll_wait, recv with SO_RCVTIMEO, sem_timedwait, sigsuspend,
 # sigwaitinfo, msgrcv, read, accept and pthread_cond_wait (and its main
 # thread in read) counts every early return: none after 20 rounds of
-# goroutine debug=0, 1 and 2, a goroutine delta (go tool pprof -seconds)
-# and a CPU profile. Each parked thread is read from /proc, never sent a
+# goroutine debug=0, 1 and 2, a goroutine delta (go tool pprof -seconds),
+# a CPU profile and a 2-second wall profile at 50 Hz (100 collections). Each parked thread is read from /proc, never sent a
 # signal, and its own function appears in debug=2 under its system call;
 # cprof's HTTP threads do not appear at all.
 source "$(dirname "$0")/lib.bash"
@@ -36,6 +36,10 @@ pprof -seconds 1 -raw "$url/goroutine" >"$TMP/delta.txt"
 expect_match "$TMP/delta.txt" '^goroutine/count$' "go tool pprof -seconds 1 on /goroutine: a delta profile"
 curl -s -o /dev/null -w '%{http_code}\n' "$url/goroutine?seconds=1" >"$TMP/code.txt"
 expect_match "$TMP/code.txt" '^200$' "goroutine?seconds=1 is served (200), as Go serves it"
+curl -sf -o "$TMP/wall.pb.gz" "$url/wall?seconds=2&hz=50" || fail "wall profile failed"
+pprof -traces "$TMP/wall.pb.gz" >"$TMP/wall.txt"
+expect_match "$TMP/wall.txt" '^ +state: +(ppoll|poll)$' "the wall profile has the poll thread in its system call"
+expect_match "$TMP/wall.txt" 'park_sigwaitinfo$' "the wall profile has the parked threads' own functions"
 curl -sf -o "$TMP/g2.txt" "$url/goroutine?debug=2"
 curl -sf -o "$TMP/index.html" "$url/"
 echo q >&3

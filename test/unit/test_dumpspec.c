@@ -71,7 +71,8 @@ static void test_bad(void) {
       {"cpu=debug=1",
        "cpu has no text form; debug must be 0 \"debug=1\" at column 5"},
       {"cpu=rate=5", "this profile takes no rate \"rate=5\" at column 5"},
-      {"heap=hz=5", "only cpu takes hz \"hz=5\" at column 6"},
+      /* cpu and wall both take hz: no single profile to name. */
+      {"heap=hz=5", "this profile takes no hz \"hz=5\" at column 6"},
       {"cpu=hz=0", "bad value (out of range [1, 10000]) for \"hz=0\" at column 8"},
       {"cpu,heap,allocs,threadcreate,goroutine,mutex,block,cpu",
        "duplicate profile \"cpu\" at column 52"},
