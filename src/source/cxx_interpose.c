@@ -147,7 +147,7 @@ NO_SAN static void unhold(const uint64_t *countdown) {
 /* The next operator new with the countdown held, restored however the
  * call ends (an exception included). */
 NO_SAN static void *call_new_held(void *f, const request *r) {
-  __attribute__((cleanup(unhold))) uint64_t countdown = cprof__heap_hold();
+  __attribute__((cleanup(unhold), unused)) uint64_t countdown = cprof__heap_hold();
   return call_new(f, r);
 }
 
@@ -182,7 +182,7 @@ NO_SAN static int probe(int slot, void *f) {
   void *p;
   bool back;
   {
-    __attribute__((cleanup(unhold))) uint64_t countdown = cprof__heap_hold();
+    __attribute__((cleanup(unhold), unused)) uint64_t countdown = cprof__heap_hold();
     p = call_new(f, &r);
     back = cprof__heap_tls.countdown != CPROF__HEAP_HELD;
   }
