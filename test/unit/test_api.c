@@ -71,6 +71,12 @@ static void test_registry(void) {
   CHECK_EQ_INT(cprof_profile_write("threadcreate", 0, NULL), CPROF_EINVAL);
   CHECK_EQ_INT(cprof_profile_write("threadcreate", -1, &s), CPROF_EINVAL);
   CHECK_EQ_INT(cprof_profile_entries("nosuch"), CPROF_ENOPROFILE);
+  /* Windowed profiles are not written at a moment, nor listed. */
+  CHECK_EQ_INT(cprof_profile_write("cpu", 0, &s), CPROF_ENOPROFILE);
+  CHECK_EQ_INT(cprof_profile_write("wall", 0, &s), CPROF_ENOPROFILE);
+  for (size_t i = 0; i < cprof_profile_count(); i++)
+    CHECK(strcmp(cprof_profile_name(i), "cpu") != 0 &&
+          strcmp(cprof_profile_name(i), "wall") != 0);
   CHECK(cprof_profile_count() >= 1);
   /* Names are sorted, as Go's index lists them. */
   for (size_t i = 1; i < cprof_profile_count(); i++)
