@@ -311,17 +311,20 @@ __attribute__((constructor)) static void cprof__init(void) {
   cprof__heap_init();
   cprof__heap_peak_init();
   cprof__contention_env_init();
-  /* Last: dumps start profiles the other modules provide. */
-  cprof__dump_env_init();
-  cprof__http_env_init();
-  cprof__push_env_init();
-  /* After every setting was read: what exec'd children inherit. */
+  /* What exec'd children inherit, before any thread of cprof's starts:
+   * the environment is rearranged here, and settings read later (by the
+   * threads the sinks start, at any time) come from what was taken out,
+   * which no longer changes. */
   if (&cprof_tool_environment == NULL) {
     long long follow = 0;
     cprof__env_int("CPROF_FOLLOW_EXEC", 0, 1, "exec'd programs not followed",
                    &follow);
     detach_environment(follow == 1);
   }
+  /* Last: dumps start profiles the other modules provide. */
+  cprof__dump_env_init();
+  cprof__http_env_init();
+  cprof__push_env_init();
 }
 
 /* Environments larger than this go to an exec that keeps the pid as they
