@@ -104,7 +104,16 @@ void *cprof__calloc(size_t n, size_t size) {
   return p;
 }
 
+/* A block from the bootstrap arena (handed out only while the allocator
+ * underneath was being found) is never given to the real allocator:
+ * realloc copies it out, free leaves it. */
 void *cprof__realloc(void *p, size_t n) {
+  if (p && cprof__in_arena(p)) {
+    void *q = cprof__malloc(n);
+    size_t old = cprof__arena_size(p);
+    if (q) memcpy(q, p, old < n ? old : n);
+    return q;
+  }
   cprof__guard_enter();
   void *q = OWN(realloc, cprof__realloc_fn)(p, n);
   cprof__guard_exit();
@@ -112,7 +121,7 @@ void *cprof__realloc(void *p, size_t n) {
 }
 
 void cprof__free(void *p) {
-  if (!p) return;
+  if (!p || cprof__in_arena(p)) return;
   cprof__guard_enter();
   OWN(free, cprof__free_fn)(p);
   cprof__guard_exit();
