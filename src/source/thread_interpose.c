@@ -98,7 +98,6 @@ static void thread_exiting(void *arg) {
   cprof__guard_enter();
   run_hooks(false);
   cprof__stack_unregister_thread();
-  cprof__thread_scan_gone();
   cprof__guard_exit();
   if (start->cprof_thread) cprof__guard_exit();
 }
@@ -110,7 +109,6 @@ static void *cprof__thread_main(void *p) {
    * threads, through libmicrohttpd) is cprof's: it is not profiled. */
   if (start.cprof_thread) cprof__guard_enter();
   cprof__guard_enter();
-  cprof__thread_scan_seen();
   cprof__stack_register_thread();
   run_hooks(true);
   cprof__guard_exit();
@@ -183,7 +181,6 @@ static void *spawned_main(void *p) {
   spawn_track(p, false);
   cprof__free(p);
   cprof__guard_enter();
-  cprof__thread_scan_seen();
   cprof__stack_register_thread();
   pid_t tid = own_tid();
   cprof__task_note(tid, CPROF__TASK_NO_STACK, true);

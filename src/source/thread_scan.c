@@ -1,7 +1,8 @@
 /*
- * Threads the trampoline did not see (thread_scan.h). It keeps the set of
- * threads that are known (started in cprof's trampoline, there when cprof
- * started, or already counted), reads /proc/self/task for the others, and
+ * Threads the trampoline did not see (thread_scan.h). The trampoline's own
+ * threads are in the task table (capture/taskread.h); this module keeps
+ * the set of the others that are known (there when cprof started, or
+ * already counted), reads /proc/self/task for the rest, and
  * runs the scanner thread that, while the CPU engine runs, has it arm
  * their timers. Normal context only; everything here is under one lock of
  * cprof's own, never held across a call into the CPU engine.
@@ -24,16 +25,17 @@
 #include "base/lock.h"
 #include "base/mem.h"
 #include "base/proc.h"
+#include "capture/taskread.h"
 #include "source/thread_scan.h"
 #include "source/threads.h"
 
 /* What the set says of a tid (a value of 0 is an entry whose thread is
  * gone). */
-enum { GONE = 0, SEEN = 1, KNOWN = 2 };
+enum { GONE = 0, KNOWN = 2 };
 
 static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t scan_cond = PTHREAD_COND_INITIALIZER;
-static cprof__hmap threads_set; /* tid + 1 -> SEEN or KNOWN; under scan_lock */
+static cprof__hmap threads_set; /* tid + 1 -> KNOWN; under scan_lock */
 static size_t nlive;            /* entries not GONE */
 static uint64_t unseen_total;   /* under scan_lock */
 static pid_t scanner_pid;       /* the process whose scanner runs */
@@ -91,20 +93,6 @@ void cprof__thread_scan_init(void) {
   cprof__free(tids);
 }
 
-void cprof__thread_scan_seen(void) {
-  pid_t tid = gettid_raw();
-  cprof__lock(&scan_lock);
-  set_state(tid, SEEN);
-  cprof__unlock(&scan_lock);
-}
-
-void cprof__thread_scan_gone(void) {
-  pid_t tid = gettid_raw();
-  cprof__lock(&scan_lock);
-  set_state(tid, GONE);
-  cprof__unlock(&scan_lock);
-}
-
 /* How long ago, in ms, thread tid started; -1 when unknown. Field 22 of
  * its stat is its start in clock ticks since boot. */
 static long age_ms(pid_t tid) {
@@ -148,8 +136,7 @@ static uint64_t count_unseen(const pid_t *tids, size_t n) {
   cprof__lock(&scan_lock);
   {
     /* KNOWN entries of threads no longer listed are forgotten, so that a
-     * new thread reusing the tid is counted; SEEN ones leave by
-     * cprof__thread_scan_gone. */
+     * new thread reusing the tid is counted. */
     cprof__hmap listed = {0};
     for (size_t i = 0; i < n; i++) cprof__hmap_put(&listed, (uint64_t)tids[i] + 1, 1);
     for (size_t i = 0; i < threads_set.cap && listed.len == n; i++) {
@@ -162,7 +149,11 @@ static uint64_t count_unseen(const pid_t *tids, size_t n) {
     }
     cprof__hmap_free(&listed);
     for (size_t i = 0; i < n; i++) {
-      if (state_of(tids[i]) != GONE) continue;
+      uint32_t sid;
+      bool own;
+      if (state_of(tids[i]) != GONE ||
+          cprof__task_lookup(tids[i], &sid, &own)) /* the trampoline's */
+        continue;
       long age = age_ms(tids[i]);
       if (age < CPROF__SCAN_SETTLE_MS) continue; /* maybe on its way in */
       set_state(tids[i], KNOWN);

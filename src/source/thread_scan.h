@@ -28,11 +28,6 @@
  * by the threads module's set-up. */
 CPROF__HIDDEN void cprof__thread_scan_init(void);
 
-/* The calling thread started in cprof's trampoline (seen) or is leaving it
- * (gone). */
-CPROF__HIDDEN void cprof__thread_scan_seen(void);
-CPROF__HIDDEN void cprof__thread_scan_gone(void);
-
 /* Reads /proc/self/task and returns how many threads, in all, have been
  * found that the trampoline never saw (each counted once, and only once it
  * has run for CPROF__SCAN_SETTLE_MS, so that a thread still on its way into
