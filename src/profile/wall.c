@@ -25,6 +25,7 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/proc.h"
 #include "capture/labels.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
@@ -88,14 +89,8 @@ static uint64_t entry_key(cprof__stack_id sid, pid_t tid, long nr, char st) {
  * seen, so a thread that names itself after it starts has its name on all
  * but its first entries). */
 static void read_name(pid_t tid, char *name, size_t size) {
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  ssize_t len = fd >= 0 ? read(fd, name, size - 1) : -1;
-  if (fd >= 0) close(fd);
-  if (len <= 0) len = snprintf(name, size, "thread-%d", (int)tid);
-  name[len] = '\0';
-  name[strcspn(name, "\n")] = '\0';
+  if (!cprof__proc_thread_name(tid, name, size))
+    snprintf(name, size, "thread-%d", (int)tid);
 }
 
 /* Entries are found by a hash of their key, checked against the entry

@@ -17,6 +17,7 @@
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -33,6 +34,7 @@
 #include "base/env.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/proc.h"
 #include "sink/profilez.h"
 #include "sink/push.h"
 #include "profile/registry.h"
@@ -530,14 +532,11 @@ static void curl_init_once(void) {
 }
 
 static const char *program_name(char *buf, size_t len) {
-  FILE *f = fopen("/proc/self/comm", "re");
-  if (f) {
-    bool ok = fgets(buf, (int)len, f) != NULL;
-    fclose(f);
+  if (cprof__proc_read(AT_FDCWD, "/proc/self/comm", buf, len) > 0) {
     buf[strcspn(buf, "\n")] = '\0';
     for (char *c = buf; *c; c++)
       if (!app_name_ok((char[]){*c, 0})) *c = '_';
-    if (ok && *buf) return buf;
+    if (*buf) return buf;
   }
   return "app";
 }
