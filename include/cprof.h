@@ -467,6 +467,9 @@ typedef struct cprof_push_config {
   /* Receives one line per problem (never a credential); NULL: stderr. */
   void (*logger)(void *ctx, const char *line);
   void *logger_ctx;
+  /* The profiles to push, by name, comma-separated ("cpu,wall,heap");
+   * NULL: cpu, heap, and mutex and block when they are on. */
+  const char *profiles;
   /* Fields may be added at the end; zero-initialise. */
 } cprof_push_config;
 

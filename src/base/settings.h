@@ -16,6 +16,7 @@
   X(CPROF_BLOCK_RATE, "the block profile's rate in nanoseconds (0: off)")     \
   X(CPROF_UNWIND, "the unwinder: auto, fp or cfi")                            \
   X(CPROF_THREADS_SIGNAL, "the goroutine profile's SIGRTMIN offset")          \
+  X(CPROF_PERF_EVENTS, "running threads are sampled by perf events (0: no)")  \
   X(CPROF_FOLLOW_EXEC, "exec'd children profile themselves too")              \
   X(CPROF_DUMP, "the profiles dumped on signals and at exit")                 \
   X(CPROF_DUMP_OUT, "where dumps go instead of stderr")                       \
@@ -29,6 +30,7 @@
   X(CPROF_PUSH_INTERVAL, "seconds between pushes")                            \
   X(CPROF_PUSH_TOKEN, "the pusher's bearer token")                            \
   X(CPROF_PUSH_BASIC_AUTH, "the pusher's basic auth user:password")           \
-  X(CPROF_PUSH_TENANT, "the pusher's X-Scope-OrgID")
+  X(CPROF_PUSH_TENANT, "the pusher's X-Scope-OrgID")                         \
+  X(CPROF_PUSH_PROFILES, "the profiles the pusher sends")
 
 #endif

@@ -11,11 +11,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/proc.h"
@@ -50,18 +52,30 @@ static void parse_syscall(const char *s, cprof__task *t) {
   }
 }
 
+char cprof__task_state(int dirfd, pid_t tid) {
+  char path[48], buf[512];
+  snprintf(path, sizeof path, "%d/stat", (int)tid);
+  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return '?';
+  const char *p = strrchr(buf, ')'); /* the name may hold ')' and spaces */
+  return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
 int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   char path[48], buf[512];
   memset(out, 0, sizeof *out);
   out->state = '?';
   out->nr = -1;
-  snprintf(path, sizeof path, "%d/stat", (int)tid);
-  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return -1;
-  const char *p = strrchr(buf, ')');
-  if (p && p[1] == ' ' && p[2]) out->state = p[2];
   snprintf(path, sizeof path, "%d/syscall", (int)tid);
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return -1;
   parse_syscall(buf, out);
+  /* The state letter costs a second file: read only where the syscall
+   * file does not tell (a thread stopped outside a system call, or
+   * between states); a thread in a system call is left '?', for the
+   * writer to read when it prints states. */
+  if (out->running)
+    out->state = 'R';
+  else if (!out->stopped || out->nr < 0)
+    out->state = cprof__task_state(dirfd, tid);
   return 0;
 }
 
@@ -70,6 +84,26 @@ bool cprof__task_still_running(int dirfd, pid_t tid) {
   snprintf(path, sizeof path, "%d/syscall", (int)tid);
   return cprof__proc_read(dirfd, path, buf, sizeof buf) > 0 &&
          strncmp(buf, "running", 7) == 0;
+}
+
+int cprof__task_ask_on_cpu(pid_t tid, int signo, timer_t *out) {
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = signo;
+  sev.sigev_notify_thread_id = tid;
+  if (timer_create(cprof__thread_cpu_clock(tid), &sev, out) != 0) return -1;
+  /* Relative to the thread's clock now: it expires as soon as the thread
+   * has run 1 ns more, which the kernel notices at its next tick on a CPU
+   * (an absolute time already past would fire here, at once). */
+  struct itimerspec its = {{0, 0}, {0, 1}};
+  if (timer_settime(*out, 0, &its, NULL) != 0) {
+    int e = errno;
+    timer_delete(*out);
+    errno = e;
+    return -1;
+  }
+  return 0;
 }
 
 static const struct {

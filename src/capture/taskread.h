@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <signal.h>
+#include <time.h>
 
 #include "base/internal.h"
 
@@ -28,13 +30,40 @@ typedef struct cprof__task {
   uintptr_t sp, pc; /* user stack pointer and pc, when stopped */
 } cprof__task;
 
-/* Reads tid's stat and syscall files under dirfd (an open
- * /proc/self/task). Returns 0, or -1 when the thread is gone or the files
- * cannot be read. */
+/* Reads tid's syscall file under dirfd (an open /proc/self/task), and its
+ * stat file only when the syscall file does not tell the state: a thread
+ * stopped in a system call has state '?' (cprof__task_state gives it).
+ * Returns 0, or -1 when the thread is gone or the file cannot be read. */
 CPROF__HIDDEN int cprof__task_read(int dirfd, pid_t tid, cprof__task *out);
+
+/* tid's state letter from its stat file, or '?'. */
+CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid);
 
 /* Reads only the syscall file: true when tid is still "running". */
 CPROF__HIDDEN bool cprof__task_still_running(int dirfd, pid_t tid);
+
+/* glibc before 2.41 names the target thread of SIGEV_THREAD_ID only by
+ * its union member. */
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
+
+/* The clock of another thread of this process, by tid: the kernel's
+ * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
+static inline clockid_t cprof__thread_cpu_clock(pid_t tid) {
+  return (clockid_t)((~(unsigned)tid << 3) | 6);
+}
+
+/* Asks tid for signal signo the next time it runs user code, never while
+ * it waits in the kernel: a one-shot timer on the thread's own CPU clock,
+ * 1 ns ahead, so the kernel raises it at a tick while the thread is on a
+ * CPU (with CONFIG_POSIX_CPU_TIMERS_TASK_WORK, at the thread's return to
+ * user mode, where it interrupts no system call). A thread that blocks
+ * first is never signalled. Returns 0 and the timer, to be deleted with
+ * timer_delete once the answer came or was given up; -1 with errno when
+ * the timer cannot be made (the thread is gone, or the queue of pending
+ * signals is full). */
+CPROF__HIDDEN int cprof__task_ask_on_cpu(pid_t tid, int signo, timer_t *out);
 
 /* The name of system call nr ("nanosleep", "futex"...), or NULL. */
 CPROF__HIDDEN const char *cprof__syscall_name(long nr);

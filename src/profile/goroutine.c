@@ -54,11 +54,18 @@
 #include "base/sig.h"
 #include "base/sys.h"
 #include "capture/taskread.h"
+#include "capture/tasksample.h"
 #include "source/threads.h"
 
 /* How long the collector waits for the running threads' answers, all of
  * them together. */
 #define ANSWER_TIMEOUT_NS (50 * 1000 * 1000)
+/* How long the collector sleeps between its looks at the threads it
+ * asked. */
+#define WAIT_STEP_NS (250 * 1000)
+/* Perf events open at once (each maps a ring of five pages, which count
+ * against the user's locked-memory allowance for perf). */
+#define PERF_MAX 16
 #define DEFAULT_SIGNAL_OFFSET 5
 /* Running threads asked at once; more are asked in further rounds. */
 #define SLOTS 64
@@ -80,7 +87,7 @@ enum {
 
 /* What ask_pending did with each pending thread, besides GOT_BLOCKED and
  * GOT_NO_ANSWER. */
-enum { ASK_GONE = -2, ASK_READ = -1, ASK_SIGNALLED = 100 };
+enum { ASK_GONE = -2, ASK_DONE = -1, ASK_SIGNALLED = 100, ASK_PERF = 101 };
 
 static struct slot {
   _Atomic uint64_t word; /* generation << 2 | state */
@@ -94,6 +101,7 @@ static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int signo;          /* 0 until set up */
 static int setup_err;      /* 0, or why the profile is unavailable */
 static cprof__goroutine_stats last_stats; /* under collect_lock */
+static int64_t perf_total, signalled_total; /* under collect_lock */
 static bool sym_ready; /* the symbolizer has mappings; under collect_lock */
 /* Signals that, by the handler's reading of what they interrupted, cut a
  * system call short (see check_interrupted). */
@@ -223,7 +231,8 @@ typedef struct collection {
     char state;
   } pending[SLOTS];
   size_t npending;
-  bool immediate; /* each running thread asked as soon as it is seen */
+  bool sampler; /* the wall profile's: states as of the first look */
+  int64_t wait_ns; /* how long running threads' answers are waited for */
 } collection;
 
 /* Leaves out the frames of cprof's own interposers (a thread waiting on a
@@ -268,24 +277,45 @@ static uintptr_t func_start(uintptr_t pc) {
                              : 0;
 }
 
+/* Walks a stack that is not this thread's through copy; a second time
+ * when the first walk looked for a frame record of the function at
+ * want_pc, now knowing where that function starts (the copy is kept). */
+static size_t walk_other(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                         int after_syscall, cprof__stack_copy *copy,
+                         uintptr_t *pcs) {
+  size_t n = cprof__stack_walk_remote(pc, sp, fp, after_syscall, copy, pcs,
+                                      CPROF__STACK_BUF);
+  if (copy->want_pc) {
+    copy->fs = func_start(copy->want_pc);
+    copy->fs_pc = copy->fs ? copy->want_pc : 0;
+    if (copy->fs)
+      n = cprof__stack_walk_remote(pc, sp, fp, after_syscall, copy, pcs,
+                                   CPROF__STACK_BUF);
+  }
+  return n;
+}
+
 /* A thread stopped in the kernel: its stack walked from /proc's pc and
- * sp, through a copy of its stack. */
-static int read_thread(collection *c, pid_t tid, const cprof__task *t) {
+ * sp, through a copy of its stack; recorded with the given state. */
+static int read_thread(collection *c, pid_t tid, const cprof__task *t,
+                       char state, long nr) {
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {c->copy, t->sp, 0, c->copy ? STACK_COPY : 0,
                             c->calls, 0, 0, 0};
-  size_t n = cprof__stack_walk_remote(t->pc, t->sp, 0, t->nr >= 0, &copy,
-                                      pcs, CPROF__ARRAY_LEN(pcs));
-  /* The walk looked for a frame record of the function at want_pc: again,
-   * knowing where that function starts (the copy is kept). */
-  if (copy.want_pc) {
-    copy.fs = func_start(copy.want_pc);
-    copy.fs_pc = copy.fs ? copy.want_pc : 0;
-    if (copy.fs)
-      n = cprof__stack_walk_remote(t->pc, t->sp, 0, t->nr >= 0, &copy, pcs,
-                                   CPROF__ARRAY_LEN(pcs));
-  }
-  return add_record(c, tid, pcs, n, t->state, GOT_READ, t->nr);
+  size_t n = walk_other(t->pc, t->sp, 0, t->nr >= 0, &copy, pcs);
+  return add_record(c, tid, pcs, n, state, GOT_READ, nr);
+}
+
+/* A running thread's perf sample: walked from its registers through the
+ * copy of its stack the kernel took. */
+static int sampled_thread(collection *c, pid_t tid, const cprof__task_regs *r,
+                          char state) {
+  uintptr_t pcs[CPROF__STACK_BUF];
+  cprof__stack_copy copy = {(void *)r->stack, r->sp, r->stack_len,
+                            r->stack_len, c->calls, 0, 0, 0};
+  size_t n = walk_other(r->pc, r->sp, r->fp, 0, &copy, pcs);
+  c->st.perf_answered++;
+  return add_record(c, tid, pcs, n, state, GOT_ANSWER, -1);
 }
 
 /* The collecting thread itself: from the caller of the public function it
@@ -302,17 +332,61 @@ static int self_thread(collection *c, pid_t tid) {
   return add_record(c, tid, pcs, n, 'R', GOT_SELF, -1);
 }
 
+/* Withdraws the request in slot s of generation g: true when it was still
+ * waiting (no handler will write it now); false when a handler claimed it
+ * first, and is writing or has written it. */
+static bool withdraw(struct slot *s, uint64_t g) {
+  uint64_t w = g << 2 | REQ_WAITING;
+  return atomic_compare_exchange_strong(&s->word, &w, g << 2 | REQ_IDLE);
+}
+
+/* Whether tid has gone to sleep in the kernel (t filled). */
+static bool asleep(collection *c, pid_t tid, cprof__task *t) {
+  return !cprof__task_still_running(c->dirfd, tid) &&
+         cprof__task_read(c->dirfd, tid, t) == 0 && t->stopped;
+}
+
+/* A running thread whose answer did not come: read from /proc if it has
+ * gone to sleep (a sampler keeps the state of its first look), else
+ * recorded as not answering. */
+static int no_answer(collection *c, size_t i) {
+  pid_t tid = c->pending[i].tid;
+  char state = c->pending[i].state;
+  cprof__task t;
+  uintptr_t pcs[CPROF__STACK_BUF];
+  if (asleep(c, tid, &t))
+    return c->sampler ? read_thread(c, tid, &t, state, -1)
+                      : read_thread(c, tid, &t, t.state, t.nr);
+  return add_record(c, tid, pcs, 0, state, GOT_NO_ANSWER, -1);
+}
+
 /* Asks the pending (running) threads for their stacks, all at once, and
- * records each answer, or why there is none. */
+ * records each answer, or why there is none. No thread is sent a signal
+ * while it could be waiting: each gets a perf event that samples it when
+ * a timer interrupt finds it in user code (tasksample.h) or, where perf
+ * events are refused, a one-shot timer on its own CPU clock whose signal
+ * comes while it runs (cprof__task_ask_on_cpu). A profile's thread that
+ * goes to sleep in the kernel before its answer is read from /proc
+ * instead; a sampler's is waited for until its deadline, so that the
+ * stack is of its next moment on a CPU. */
 static int ask_pending(collection *c) {
   int err = 0;
   int64_t t0 = cprof__mono_ns();
   uint64_t gen[SLOTS];
   int asked[SLOTS];
-  pid_t pid = getpid();
+  timer_t timers[SLOTS];
+  cprof__task_sampler perf[SLOTS];
+  size_t nperf = 0;
   for (size_t i = 0; i < c->npending; i++) {
     pid_t tid = c->pending[i].tid;
     asked[i] = ASK_GONE;
+    if (nperf < PERF_MAX && cprof__task_sample_open(tid, &perf[i]) == 0) {
+      nperf++;
+      c->st.perf++;
+      asked[i] = ASK_PERF;
+      continue;
+    }
+    if (errno == ESRCH) continue; /* gone */
     char path[64], status[2048];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
     if (cprof__proc_read(AT_FDCWD, path, status, sizeof status) <= 0) continue; /* gone */
@@ -324,16 +398,6 @@ static int ask_pending(collection *c) {
       asked[i] = GOT_NO_ANSWER; /* an earlier request is still undelivered */
       continue;
     }
-    /* Last look just before the signal: a thread that has gone to sleep
-     * in the kernel since it was listed is read instead. */
-    if (!cprof__task_still_running(c->dirfd, tid)) {
-      cprof__task t;
-      if (cprof__task_read(c->dirfd, tid, &t) == 0 && t.stopped) {
-        asked[i] = ASK_READ;
-        if (!err) err = read_thread(c, tid, &t);
-        continue;
-      }
-    }
     struct slot *s = &slots[i];
     uint64_t w = atomic_load(&s->word);
     if ((w & 3) == REQ_WRITING) { /* a late handler from an earlier round */
@@ -343,46 +407,84 @@ static int ask_pending(collection *c) {
     gen[i] = (w >> 2) + 1;
     atomic_store(&s->target, tid);
     atomic_store(&s->word, gen[i] << 2 | REQ_WAITING);
-    if (syscall(SYS_tgkill, pid, tid, signo) != 0) {
+    if (cprof__task_ask_on_cpu(tid, signo, &timers[i]) != 0) {
+      int e = errno;
       atomic_store(&s->word, gen[i] << 2 | REQ_IDLE);
-      asked[i] = errno == ESRCH ? ASK_GONE : GOT_NO_ANSWER;
+      asked[i] = e == EINVAL || e == ESRCH ? ASK_GONE : GOT_NO_ANSWER;
+      if (asked[i] == GOT_NO_ANSWER) c->st.no_timer++;
       continue;
     }
     c->st.signalled++;
     asked[i] = ASK_SIGNALLED;
   }
   /* Wait for every answer, with one deadline for all. */
-  int64_t deadline = t0 + ANSWER_TIMEOUT_NS;
+  int64_t deadline = t0 + c->wait_ns;
   for (;;) {
     bool waiting = false;
-    for (size_t i = 0; i < c->npending && !waiting; i++)
-      if (asked[i] == ASK_SIGNALLED) {
-        uint64_t w = atomic_load(&slots[i].word);
-        waiting = w == (gen[i] << 2 | REQ_WAITING) ||
-                  w == (gen[i] << 2 | REQ_WRITING);
+    for (size_t i = 0; i < c->npending; i++) {
+      pid_t tid = c->pending[i].tid;
+      cprof__task t;
+      if (asked[i] == ASK_PERF) {
+        cprof__task_regs r;
+        if (cprof__task_sample_get(&perf[i], &r)) {
+          if (!err) err = sampled_thread(c, tid, &r, c->pending[i].state);
+          int64_t took = cprof__mono_ns() - t0;
+          if (took > c->st.max_answer_ns) c->st.max_answer_ns = took;
+        } else if (c->sampler || !asleep(c, tid, &t)) {
+          waiting = true;
+          continue;
+        } else {
+          c->st.slept++;
+          if (!err) err = read_thread(c, tid, &t, t.state, t.nr);
+        }
+        cprof__task_sample_close(&perf[i]);
+        asked[i] = ASK_DONE;
+        continue;
       }
+      if (asked[i] != ASK_SIGNALLED) continue;
+      uint64_t w = atomic_load(&slots[i].word);
+      if (w != (gen[i] << 2 | REQ_WAITING) && w != (gen[i] << 2 | REQ_WRITING))
+        continue;
+      waiting = true;
+      if (!c->sampler && w == (gen[i] << 2 | REQ_WAITING) &&
+          asleep(c, tid, &t) && withdraw(&slots[i], gen[i])) {
+        timer_delete(timers[i]);
+        asked[i] = ASK_DONE;
+        c->st.slept++;
+        if (!err) err = read_thread(c, tid, &t, t.state, t.nr);
+      }
+    }
     int64_t now = cprof__mono_ns();
     if (!waiting || now >= deadline) break;
-    /* A sampler (immediate) asks often: it sleeps rather than spins. */
-    pause_briefly(c->immediate ? ANSWER_TIMEOUT_NS : now - t0);
+    /* Answers come at the threads' timer interrupts: the collector sleeps
+     * between its looks. */
+    struct timespec ts = {0, WAIT_STEP_NS};
+    nanosleep(&ts, NULL);
   }
+  for (size_t i = 0; i < c->npending; i++)
+    if (asked[i] == ASK_SIGNALLED) timer_delete(timers[i]);
   for (size_t i = 0; i < c->npending; i++) {
     pid_t tid = c->pending[i].tid;
     char state = c->pending[i].state;
     uintptr_t pcs[CPROF__STACK_BUF];
-    if (asked[i] == ASK_GONE || asked[i] == ASK_READ) continue;
+    if (asked[i] == ASK_GONE || asked[i] == ASK_DONE) continue;
+    if (asked[i] == ASK_PERF) {
+      cprof__task_sample_close(&perf[i]);
+      if (!err) err = no_answer(c, i);
+      continue;
+    }
     if (asked[i] != ASK_SIGNALLED) {
       if (!err) err = add_record(c, tid, pcs, 0, state, asked[i], -1);
       continue;
     }
     struct slot *s = &slots[i];
-    uint64_t w = gen[i] << 2 | REQ_WAITING;
     /* Withdraw an unanswered request; if the handler claimed it
      * meanwhile, it is writing now and finishes shortly. */
-    if (atomic_compare_exchange_strong(&s->word, &w, gen[i] << 2 | REQ_IDLE)) {
-      if (!err) err = add_record(c, tid, pcs, 0, state, GOT_NO_ANSWER, -1);
+    if (withdraw(s, gen[i])) {
+      if (!err) err = no_answer(c, i);
       continue;
     }
+    uint64_t w;
     int64_t until = cprof__mono_ns() + ANSWER_TIMEOUT_NS;
     while ((w = atomic_load(&s->word)) == (gen[i] << 2 | REQ_WRITING) &&
            cprof__mono_ns() < until)
@@ -412,7 +514,7 @@ static int one_thread(collection *c, pid_t tid, pid_t self) {
    * read as neither running nor stopped: look again. */
   for (int tries = 0; tries < 3; tries++) {
     if (cprof__task_read(c->dirfd, tid, &t) != 0) return 0; /* exited */
-    if (t.stopped) return read_thread(c, tid, &t);
+    if (t.stopped) return read_thread(c, tid, &t, t.state, t.nr);
     if (t.running) break;
     if (t.state == 'Z' || t.state == 'X') return 0;
   }
@@ -422,11 +524,11 @@ static int one_thread(collection *c, pid_t tid, pid_t self) {
   }
   c->pending[c->npending].tid = tid;
   c->pending[c->npending].state = t.state;
-  if (++c->npending == SLOTS || c->immediate) return ask_pending(c);
+  if (++c->npending == SLOTS) return ask_pending(c);
   return 0;
 }
 
-static int collect(cprof__records *out, bool immediate) {
+static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   pthread_once(&setup_once, setup);
   if (setup_err) return setup_err;
   cprof__stacktab_init();
@@ -438,7 +540,8 @@ static int collect(cprof__records *out, bool immediate) {
   collection c;
   memset(&c, 0, sizeof c);
   c.out = out;
-  c.immediate = immediate;
+  c.sampler = sampler;
+  c.wait_ns = wait_ns;
   c.dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   c.copy = cprof__malloc(STACK_COPY);
   c.calls = cprof__calloc(1, sizeof *c.calls);
@@ -461,6 +564,10 @@ static int collect(cprof__records *out, bool immediate) {
   cprof__free(c.calls);
   c.st.total_ns = cprof__mono_ns() - t0;
   c.st.interrupted = atomic_load(&interrupted_calls);
+  perf_total += c.st.perf;
+  signalled_total += c.st.signalled;
+  c.st.perf_total = perf_total;
+  c.st.signalled_total = signalled_total;
   last_stats = c.st;
   cprof__unlock(&collect_lock);
   cprof__free(tids);
@@ -468,10 +575,14 @@ static int collect(cprof__records *out, bool immediate) {
 }
 
 static int goroutine_collect(cprof__records *out) {
-  return collect(out, false);
+  return collect(out, false, ANSWER_TIMEOUT_NS);
 }
 
-int cprof__goroutine_sample(cprof__records *out) { return collect(out, true); }
+int cprof__goroutine_sample(cprof__records *out, int64_t wait_ns) {
+  return collect(out, true,
+                 wait_ns > 0 && wait_ns < ANSWER_TIMEOUT_NS ? wait_ns
+                                                            : ANSWER_TIMEOUT_NS);
+}
 
 void cprof__goroutine_last_stats(cprof__goroutine_stats *out) {
   cprof__lock(&collect_lock);
@@ -564,6 +675,7 @@ static void thread_name(pid_t tid, char *name, size_t size) {
 static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
   cprof_buf out = {0};
   int err = 0;
+  int dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cprof__text_begin();
   for (size_t i = 0; !err && i < recs->len; i++) {
     const cprof__record *r = &recs->v[i];
@@ -577,9 +689,17 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
       else
         snprintf(call, sizeof call, ", syscall %ld", nr);
     }
+    /* A thread collected in a system call has its state read now (the
+     * collection read only its syscall file); one that has woken since
+     * was sleeping. */
+    char state = (char)r->v[1];
+    if (state == '?') {
+      char now = dirfd >= 0 ? cprof__task_state(dirfd, (pid_t)r->tag) : '?';
+      state = now == 'R' || now == '?' ? 'S' : now;
+    }
     err = cprof__buf_printf(&out, "goroutine %u [%s%s, name=%s]:\n",
-                            (unsigned)r->tag,
-                            cprof__task_state_name((char)r->v[1]), call, name);
+                            (unsigned)r->tag, cprof__task_state_name(state),
+                            call, name);
     const uintptr_t *pcs;
     size_t n = cprof__stacktab_get(r->sid, &pcs);
     n = cprof__visible_depth(pcs, n);
@@ -587,6 +707,7 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
     if (!err) err = write_created_by(&out, (pid_t)r->tag);
     if (!err) err = cprof__buf_printf(&out, "\n");
   }
+  if (dirfd >= 0) close(dirfd);
   cprof__text_end();
   return cprof__text_flush(&out, err, sink);
 }

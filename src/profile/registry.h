@@ -70,6 +70,9 @@ typedef struct cprof__profile_def {
   bool (*enabled)(void);
   int off_error;
   cprof__push_kind push;
+  /* Pushed only when the pusher's profiles list names it (it costs a
+   * sampler thread for as long as the pusher runs). */
+  bool push_when_named;
   const cprof__window_ops *window; /* windowed profiles only */
   long (*entries)(void); /* the index page's Count column */
   /* Snapshot of the profile's records. */

@@ -149,7 +149,9 @@ static void *sampler_main(void *arg) {
     if (w->ticks % w->hz == 0) cprof__stack_refresh();
     cprof__records recs = {0};
     int64_t now = cprof__mono_ns();
-    int err = cprof__goroutine_sample(&recs);
+    /* Running threads' answers are waited for half a period at most, so
+     * that ticks keep to their times. */
+    int err = cprof__goroutine_sample(&recs, w->period_ns / 2);
     cprof__lock(&w->lock);
     if (now > next) w->late_ns += now - next;
     /* Each sample stands for the time since the previous tick (the
@@ -360,9 +362,7 @@ const cprof__profile_def cprof__wall_profile = {
     .rate_unit = "samples per second per thread",
     .rate_min = 1,
     .rate_max = CPROF__WALL_MAX_HZ,
-    /* Not pushed: it signals the threads it finds running, which can cut
-     * a busy thread's blocking call short (docs/wall.md), so it runs only
-     * when someone asks for it. */
-    .push = CPROF__PUSH_NONE,
+    .push = CPROF__PUSH_WINDOW,
+    .push_when_named = true,
     .window = &wall_window_ops,
 };

@@ -541,6 +541,49 @@ static const char *program_name(char *buf, size_t len) {
   return "app";
 }
 
+/* Whether the comma-separated list names d (by its name or alias). */
+static bool listed(const char *list, const cprof__profile_def *d) {
+  for (const char *p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    if ((strlen(d->name) == n && memcmp(p, d->name, n) == 0) ||
+        (d->alias && strlen(d->alias) == n && memcmp(p, d->alias, n) == 0))
+      return true;
+    p += n;
+    if (*p == ',') p++;
+  }
+  return false;
+}
+
+/* A profiles list must name, between commas, only profiles that are
+ * pushed, each at least once. */
+static bool profiles_ok(const char *list, char *err, size_t errlen) {
+  if (!list) return true;
+  if (!*list) {
+    snprintf(err, errlen, "profiles names no profile");
+    return false;
+  }
+  for (const char *p = list;;) {
+    size_t n = strcspn(p, ",");
+    char name[64];
+    const cprof__profile_def *d = NULL;
+    if (n > 0 && n < sizeof name) {
+      memcpy(name, p, n);
+      name[n] = '\0';
+      d = cprof__profile_find(name);
+    }
+    if (!d || d->push == CPROF__PUSH_NONE) {
+      char q[CPROF__QUOTED_SIZE], word[64];
+      snprintf(word, sizeof word, "%.*s", (int)(n < 63 ? n : 63), p);
+      snprintf(err, errlen, "profiles: %s is not a profile that is pushed",
+               cprof__quoted(q, sizeof q, word));
+      return false;
+    }
+    p += n;
+    if (!*p) return true;
+    p++; /* the comma */
+  }
+}
+
 int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
                       char *err, size_t errlen) {
   if (!cfg || !out || !cfg->url) {
@@ -592,6 +635,7 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
     snprintf(err, errlen, "give basic auth or a bearer token, not both");
     return CPROF_EINVAL;
   }
+  if (!profiles_ok(cfg->profiles, err, errlen)) return CPROF_EINVAL;
   cprof_push *p = cprof__calloc(1, sizeof *p);
   if (!p) return CPROF_ENOMEM;
   pthread_mutex_init(&p->lock, NULL);
@@ -604,7 +648,9 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   p->logger_ctx = cfg->logger_ctx;
   for (size_t i = 0; i < cprof__profiles_count(); i++) {
     const cprof__profile_def *d = cprof__profile_at(i);
-    if (d->push == CPROF__PUSH_NONE || p->npushed == PUSH_PROFILES) continue;
+    if (d->push == CPROF__PUSH_NONE || p->npushed == PUSH_PROFILES ||
+        (cfg->profiles ? !listed(cfg->profiles, d) : d->push_when_named))
+      continue;
     delta_state *st = &p->pushed[p->npushed++];
     st->def = d;
     /* The rates are read here, on the starting thread (the environment
@@ -708,6 +754,7 @@ void cprof__push_env_init(void) {
   cfg.basic_auth = cprof__env_str("CPROF_PUSH_BASIC_AUTH");
   cfg.bearer_token = cprof__env_str("CPROF_PUSH_TOKEN");
   cfg.tenant_id = cprof__env_str("CPROF_PUSH_TENANT");
+  cfg.profiles = cprof__env_str("CPROF_PUSH_PROFILES");
   long long v;
   const char *off = "pushing disabled";
   /* Named by variable here; cprof__push_start would name the field. */

@@ -39,14 +39,12 @@
 #include "capture/stack.h"
 #include "capture/labels.h"
 #include "capture/stacktab.h"
+#include "capture/taskread.h"
 #include "base/rng.h"
 #include "base/sig.h"
 #include "base/sys.h"
 #include "source/thread_scan.h"
 
-#ifndef sigev_notify_thread_id
-#define sigev_notify_thread_id _sigev_un._tid
-#endif
 
 /* Distinct (stack, thread) pairs one session keeps; more are counted as
  * lost samples. */
@@ -136,12 +134,6 @@ out:
   errno = saved_errno;
 }
 
-/* The clock of another thread, by tid: the kernel's
- * MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED). */
-static clockid_t thread_cpu_clock(pid_t tid) {
-  return (clockid_t)((~(unsigned)tid << 3) | 6);
-}
-
 static uint64_t random_u64(void) { return cprof__rng_seed(0); }
 
 /* Counts tid as a thread that could not be armed, once, in every
@@ -183,7 +175,7 @@ static void arm_thread(pid_t tid) {
   sev.sigev_signo = SIGPROF;
   sev.sigev_notify_thread_id = tid;
   timer_t timer;
-  if (timer_create(thread_cpu_clock(tid), &sev, &timer) != 0) {
+  if (timer_create(cprof__thread_cpu_clock(tid), &sev, &timer) != 0) {
     if (errno != EINVAL && errno != ESRCH) note_unarmed(tid);
     return;
   }

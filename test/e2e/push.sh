@@ -22,14 +22,14 @@ start_receiver() { # DIR MODE: starts it, sets $rpid and $port
 start_receiver "$TMP/ok" ok
 CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=2 \
 CPROF_PUSH_APP=pushtest CPROF_PUSH_LABELS="env=test,region=local" \
-CPROF_PUSH_TOKEN=sekret CPROF_PUSH_TENANT=team-a \
+CPROF_PUSH_TOKEN=sekret CPROF_PUSH_TENANT=team-a CPROF_PUSH_PROFILES=cpu,wall,heap \
   LD_PRELOAD=$(preload_env "$prog") "$prog" 7 >/dev/null 2>"$TMP/app.err"
 kill $rpid; wait $rpid 2>/dev/null || true
 index=$TMP/ok/index.tsv
 [ -s "$index" ] || { cat "$TMP/app.err"; fail "nothing was uploaded"; }
 expect_no_match "$TMP/app.err" 'sekret' "the token never appears in the program's output"
 
-cpu=0 heap=0
+cpu=0 heap=0 wall=0
 while IFS=$'\t' read -r n name from until spy rate auth tenant; do
   case $name in
     pushtest\{*hostname=*pid=*service_name=pushtest*env=test,region=local\}) ;;
@@ -44,17 +44,44 @@ while IFS=$'\t' read -r n name from until spy rate auth tenant; do
     [ "$rate" = 100 ] || fail "CPU upload $n: sampleRate $rate"
     [ $((until % 2)) -eq 0 ] || fail "CPU window $n ends at $until, not on a 2 s boundary"
     [ "$until" -gt "$from" ] || fail "CPU window $n is empty ($from..$until)"
+  elif grep -q '^samples/count wall/nanoseconds' "$TMP/raw$n.txt"; then
+    wall=$((wall + 1))
+    [ "$rate" = 20 ] || fail "wall upload $n: sampleRate $rate"
+    [ $((until % 2)) -eq 0 ] || fail "wall window $n ends at $until, not on a 2 s boundary"
+    last_wall=$n
   elif grep -q 'inuse_space/bytes' "$TMP/raw$n.txt"; then
     heap=$((heap + 1))
   fi
 done <"$index"
 [ "$cpu" -ge 3 ] || fail "expected at least 3 CPU windows in 7 s, got $cpu"
 [ "$heap" -ge 3 ] || fail "expected at least 3 heap snapshots, got $heap"
-echo "ok: $cpu CPU windows aligned to 2 s and $heap heap snapshots, all read by pprof, labels and credentials as configured"
+[ "$wall" -ge 3 ] || fail "expected at least 3 wall windows, got $wall"
+echo "ok: $cpu CPU windows and $wall wall windows aligned to 2 s and $heap heap snapshots, all read by pprof, labels and credentials as configured"
 checks=$((checks + 1))
 last_cpu=$(grep -l '^samples/count' "$TMP"/raw*.txt | sed 's/.*raw\([0-9]*\)\.txt/\1/' | sort -n | tail -1)
 pprof -top "$TMP/ok/$last_cpu.pb.gz" >"$TMP/top.txt"
 expect_match "$TMP/top.txt" ' worker_spin$' "a pushed CPU window names the program's hot function"
+pprof -tagfocus state=running -top "$TMP/ok/$last_wall.pb.gz" >"$TMP/walltop.txt"
+expect_match "$TMP/walltop.txt" ' worker_spin$' "a pushed wall window has the running thread in its hot function"
+
+# CPROF_PUSH_PROFILES picks what is pushed (above: cpu, wall and heap;
+# here only cpu); a name that is not a pushed profile is refused in one
+# line.
+start_receiver "$TMP/only" ok
+CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_PROFILES=cpu \
+  LD_PRELOAD=$(preload_env "$prog") "$prog" 3.5 >/dev/null 2>"$TMP/only.err"
+kill $rpid; wait $rpid 2>/dev/null || true
+n_only=0
+while IFS=$'\t' read -r n _; do
+  pprof -raw "$TMP/only/$n.pb.gz" >"$TMP/only$n.txt" 2>/dev/null
+  grep -q '^samples/count cpu/nanoseconds' "$TMP/only$n.txt" || { cat "$TMP/only$n.txt" | head; fail "CPROF_PUSH_PROFILES=cpu pushed upload $n, not a CPU profile"; }
+  n_only=$((n_only + 1))
+done <"$TMP/only/index.tsv"
+[ "$n_only" -ge 2 ] || fail "CPROF_PUSH_PROFILES=cpu: $n_only uploads"
+echo "ok: CPROF_PUSH_PROFILES=cpu pushed $n_only CPU windows and nothing else"
+checks=$((checks + 1))
+CPROF_PUSH_URL="http://127.0.0.1:1" CPROF_PUSH_PROFILES="cpu,goroutine" LD_PRELOAD=$(preload_env "$prog") "$prog" 0.1 >/dev/null 2>"$TMP/badprof.err"
+expect_match "$TMP/badprof.err" '^cprof: CPROF_PUSH_\*: profiles: "goroutine" is not a profile that is pushed; pushing disabled$' "a profile that is not pushed is refused in one line"
 
 # A backend that fails every upload: the program is not held up, and the
 # failures are counted instead of queued without end.
@@ -97,9 +124,10 @@ CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=lab
   "$CPROF_BUILD/test/progs/labels_server" "$TMP/labout" >/dev/null 2>"$TMP/lab.err" ||
   { cat "$TMP/lab.err"; fail "labels_server under the pusher"; }
 kill $rpid; wait $rpid 2>/dev/null || true
-labelled=0
+labelled=0 lab_wall=0
 while IFS=$'\t' read -r n name _; do
   pprof -raw "$TMP/lab/$n.pb.gz" >"$TMP/lab$n.txt" 2>/dev/null || continue
+  grep -q '^samples/count wall/nanoseconds' "$TMP/lab$n.txt" && lab_wall=$((lab_wall + 1))
   grep -q '^samples/count cpu/nanoseconds' "$TMP/lab$n.txt" || continue
   pprof -tags "$TMP/lab/$n.pb.gz" >"$TMP/labtags$n.txt" 2>/dev/null || continue
   if grep -q ' kind:' "$TMP/labtags$n.txt" && grep -q ' api$' "$TMP/labtags$n.txt" &&
@@ -109,5 +137,8 @@ while IFS=$'\t' read -r n name _; do
 done <"$TMP/lab/index.tsv"
 [ "$labelled" -ge 1 ] || { cat "$TMP"/labtags*.txt 2>/dev/null | head -40; fail "no pushed CPU window carries the kind labels"; }
 echo "ok: $labelled pushed CPU windows carry the program's kind=api and kind=static labels"
+checks=$((checks + 1))
+[ "$lab_wall" -eq 0 ] || fail "the wall profile was pushed without CPROF_PUSH_PROFILES naming it"
+echo "ok: by default the wall profile is not pushed"
 checks=$((checks + 1))
 finish

@@ -1,0 +1,135 @@
+/*
+ * Threads that alternate short CPU bursts with short blocking calls, the
+ * case where a profiler's signal, sent to a thread it saw running, can
+ * land just as the thread enters its wait and cut it short:
+ *   busy_eintr SECONDS [kick]
+ * starts cprof's HTTP server on a free loopback port and prints the port,
+ * then runs four workers for SECONDS: each spins 200 us in busy_burst,
+ * then waits in busy_poll (poll, 1 ms timeout), busy_nanosleep (0.5 ms),
+ * busy_epoll (epoll_wait, 1 ms) or busy_select (1 ms), and counts the
+ * calls that returned EINTR. At the end it prints "calls=N eintr=N" and
+ * the goroutine collector's figures. With "kick", the program itself
+ * sends cprof's signal (SIGRTMIN+5) to a random worker every 2 ms, as a
+ * collector that signals every running thread would: the control that
+ * shows the count works.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cprof.h"
+#include "profile/goroutine.h"
+
+#define WORKERS 4
+static _Atomic long calls, eintr;
+static _Atomic int stop;
+static int pipe_r, epfd;
+
+static int64_t now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
+}
+
+__attribute__((noinline)) static void busy_burst(void) {
+  int64_t end = now_us() + 200;
+  while (now_us() < end) {
+  }
+}
+
+__attribute__((noinline)) static int busy_poll(void) {
+  struct pollfd p = {pipe_r, POLLIN, 0};
+  return poll(&p, 1, 1);
+}
+
+__attribute__((noinline)) static int busy_nanosleep(void) {
+  struct timespec ts = {0, 500000};
+  return nanosleep(&ts, NULL);
+}
+
+__attribute__((noinline)) static int busy_epoll(void) {
+  struct epoll_event ev;
+  return epoll_wait(epfd, &ev, 1, 1);
+}
+
+__attribute__((noinline)) static int busy_select(void) {
+  fd_set r;
+  FD_ZERO(&r);
+  FD_SET(pipe_r, &r);
+  struct timeval tv = {0, 1000};
+  return select(pipe_r + 1, &r, NULL, NULL, &tv);
+}
+
+static int (*const waits[WORKERS])(void) = {busy_poll, busy_nanosleep,
+                                            busy_epoll, busy_select};
+
+static void *worker(void *arg) {
+  int (*wait)(void) = waits[(size_t)arg];
+  while (!atomic_load(&stop)) {
+    busy_burst();
+    int r = wait();
+    atomic_fetch_add(&calls, 1);
+    if (r < 0 && errno == EINTR) atomic_fetch_add(&eintr, 1);
+  }
+  return NULL;
+}
+
+int main(int argc, char **argv) {
+  int secs = argc > 1 ? atoi(argv[1]) : 4;
+  int kick = argc > 2 && strcmp(argv[2], "kick") == 0;
+  int p[2];
+  if (pipe(p) != 0) return 1;
+  pipe_r = p[0];
+  epfd = epoll_create1(0);
+  struct epoll_event ev = {.events = EPOLLIN};
+  if (epfd < 0 || epoll_ctl(epfd, EPOLL_CTL_ADD, pipe_r, &ev) != 0) return 1;
+  cprof_http_config cfg = {.addr = "127.0.0.1:0"};
+  cprof_http *srv = NULL;
+  int err = cprof_http_start(&cfg, &srv);
+  if (err) {
+    fprintf(stderr, "busy_eintr: cprof_http_start: %s\n", cprof_strerror(err));
+    return 1;
+  }
+  /* The goroutine profile's handler is installed by its first use. */
+  cprof_buf b = {0};
+  cprof_sink bs = cprof_sink_buf(&b);
+  cprof_profile_write("goroutine", 1, &bs);
+  cprof_buf_free(&b);
+  pthread_t t[WORKERS];
+  for (size_t i = 0; i < WORKERS; i++)
+    if (pthread_create(&t[i], NULL, worker, (void *)i) != 0) return 1;
+  printf("%d\n", cprof_http_port(srv));
+  fflush(stdout);
+  int64_t end = now_us() + (int64_t)secs * 1000000;
+  unsigned seed = 1;
+  while (now_us() < end) {
+    if (kick) pthread_kill(t[rand_r(&seed) % WORKERS], SIGRTMIN + 5);
+    usleep(kick ? 2000 : 50000);
+  }
+  atomic_store(&stop, 1);
+  for (size_t i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
+  /* One more collection, so that the figures count every interrupted
+   * call so far. */
+  cprof_buf b2 = {0};
+  cprof_sink bs2 = cprof_sink_buf(&b2);
+  cprof_profile_write("goroutine", 1, &bs2);
+  cprof_buf_free(&b2);
+  cprof__goroutine_stats st;
+  cprof__goroutine_last_stats(&st);
+  printf("calls=%ld eintr=%ld\n", atomic_load(&calls), atomic_load(&eintr));
+  printf("stats perf=%lld signalled=%lld interrupted=%lld\n",
+         (long long)st.perf_total, (long long)st.signalled_total,
+         (long long)st.interrupted);
+  fflush(stdout);
+  cprof_http_stop(srv);
+  return 0;
+}
