@@ -52,12 +52,23 @@ static void parse_syscall(const char *s, cprof__task *t) {
   }
 }
 
-char cprof__task_state(int dirfd, pid_t tid) {
+char cprof__task_state(int dirfd, pid_t tid, char *name, size_t size) {
   char path[48], buf[512];
+  if (name && size) name[0] = '\0';
   snprintf(path, sizeof path, "%d/stat", (int)tid);
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return '?';
-  const char *p = strrchr(buf, ')'); /* the name may hold ')' and spaces */
-  return p && p[1] == ' ' && p[2] ? p[2] : '?';
+  /* "TID (COMM) S ...": the name may hold ')' and spaces, so it ends at
+   * the last ')'. */
+  const char *open = strchr(buf, '(');
+  const char *p = strrchr(buf, ')');
+  if (!p || !open || open > p) return '?';
+  if (name && size) {
+    size_t n = (size_t)(p - open - 1);
+    if (n >= size) n = size - 1;
+    memcpy(name, open + 1, n);
+    name[n] = '\0';
+  }
+  return p[1] == ' ' && p[2] ? p[2] : '?';
 }
 
 int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
@@ -75,7 +86,7 @@ int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   if (out->running)
     out->state = 'R';
   else if (!out->stopped || out->nr < 0)
-    out->state = cprof__task_state(dirfd, tid);
+    out->state = cprof__task_state(dirfd, tid, NULL, 0);
   return 0;
 }
 

@@ -36,8 +36,10 @@ typedef struct cprof__task {
  * Returns 0, or -1 when the thread is gone or the file cannot be read. */
 CPROF__HIDDEN int cprof__task_read(int dirfd, pid_t tid, cprof__task *out);
 
-/* tid's state letter from its stat file, or '?'. */
-CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid);
+/* tid's state letter from its stat file, or '?'; and, when name is not
+ * NULL, its name (the kernel's comm, as in /proc/.../comm), or "". */
+CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid, char *name,
+                                     size_t size);
 
 /* Reads only the syscall file: true when tid is still "running". */
 CPROF__HIDDEN bool cprof__task_still_running(int dirfd, pid_t tid);

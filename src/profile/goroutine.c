@@ -668,10 +668,6 @@ static int write_created_by(cprof_buf *out, pid_t tid) {
   return err ? err : write_location(out, r, in, true, off);
 }
 
-static void thread_name(pid_t tid, char *name, size_t size) {
-  if (!cprof__proc_thread_name(tid, name, size)) snprintf(name, size, "?");
-}
-
 static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
   cprof_buf out = {0};
   int err = 0;
@@ -680,7 +676,6 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
   for (size_t i = 0; !err && i < recs->len; i++) {
     const cprof__record *r = &recs->v[i];
     char name[64], call[48] = "";
-    thread_name((pid_t)r->tag, name, sizeof name);
     long nr = (long)r->v[3] - 1;
     if (nr >= 0) {
       const char *sc = cprof__syscall_name(nr);
@@ -689,14 +684,15 @@ static int write_threads(const cprof__records *recs, const cprof_sink *sink) {
       else
         snprintf(call, sizeof call, ", syscall %ld", nr);
     }
-    /* A thread collected in a system call has its state read now (the
-     * collection read only its syscall file); one that has woken since
-     * was sleeping. */
+    /* The name, and for a thread collected in a system call its state,
+     * from its stat file now (the collection read only its syscall file);
+     * one that has woken since was sleeping. */
     char state = (char)r->v[1];
-    if (state == '?') {
-      char now = dirfd >= 0 ? cprof__task_state(dirfd, (pid_t)r->tag) : '?';
-      state = now == 'R' || now == '?' ? 'S' : now;
-    }
+    char now = dirfd >= 0 ? cprof__task_state(dirfd, (pid_t)r->tag, name,
+                                              sizeof name)
+                          : '?';
+    if (!name[0]) snprintf(name, sizeof name, "?");
+    if (state == '?') state = now == 'R' || now == '?' ? 'S' : now;
     err = cprof__buf_printf(&out, "goroutine %u [%s%s, name=%s]:\n",
                             (unsigned)r->tag, cprof__task_state_name(state),
                             call, name);
