@@ -252,8 +252,36 @@ static size_t drop_interposers(uintptr_t *pcs, size_t n) {
   return kept;
 }
 
+/* The first address of the function holding pc, from the symbolizer
+ * (whose lock the collection holds), or 0. */
+static uintptr_t func_start(uintptr_t pc) {
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  return r && r->nframes > 0 ? (uintptr_t)r->frames[r->nframes - 1].start
+                             : 0;
+}
+
+/* Whether a thread cprof's table does not know is one that cprof's
+ * trampoline started, seen before it noted itself or after its exit
+ * forgot it: a frame of the trampoline's on its stack. Such a thread may
+ * be one of cprof's own, and it runs none of the program's code: it is
+ * left out. Symbolizer lock held. */
+static bool passing_trampoline(pid_t tid, const uintptr_t *pcs, size_t n) {
+  uint32_t sid;
+  bool own;
+  if (cprof__task_lookup(tid, &sid, &own)) return false;
+  uintptr_t a = cprof__threads_start_function();
+  uintptr_t b = cprof__threads_spawn_function();
+  for (size_t i = 0; i < n; i++) {
+    if (pcs[i] <= CPROF__PC_SYNTHETIC_MAX) continue;
+    uintptr_t fs = func_start(pcs[i]);
+    if (fs && (fs == a || fs == b)) return true;
+  }
+  return false;
+}
+
 static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
                       char state, int how, long nr) {
+  if (passing_trampoline(tid, pcs, n)) return 0;
   c->st.threads++;
   if (how == GOT_ANSWER || how == GOT_SELF || how == GOT_READ)
     c->st.answered++;
@@ -269,13 +297,6 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
                             (uint32_t)tid, v, 4);
 }
 
-/* The first address of the function holding pc, from the symbolizer
- * (whose lock the collection holds), or 0. */
-static uintptr_t func_start(uintptr_t pc) {
-  const cprof__sym_result *r = cprof__sym_lookup(pc);
-  return r && r->nframes > 0 ? (uintptr_t)r->frames[r->nframes - 1].start
-                             : 0;
-}
 
 /* Walks a stack that is not this thread's through copy; a second time
  * when the first walk looked for a frame record of the function at

@@ -104,6 +104,11 @@ static void thread_exiting(void *arg) {
 
 static void *cprof__thread_main(void *p) {
   thread_start start = *(thread_start *)p;
+  /* For the goroutine profile: its "created by" line, and cprof's own
+   * threads left out; first, so that a collection finds it noted (one
+   * that looks before, or after its exit is noted, leaves it out:
+   * goroutine.c). */
+  cprof__task_note(own_tid(), start.create_sid, start.cprof_thread);
   cprof__free(p);
   /* A thread created by cprof's own code (the HTTP server's connection
    * threads, through libmicrohttpd) is cprof's: it is not profiled. */
@@ -113,9 +118,6 @@ static void *cprof__thread_main(void *p) {
   run_hooks(true);
   cprof__guard_exit();
   cprof_labels_push(start.labels);
-  /* For the goroutine profile: its "created by" line, and cprof's own
-   * threads left out. */
-  cprof__task_note(own_tid(), start.create_sid, start.cprof_thread);
   void *ret;
   pthread_cleanup_push(thread_exiting, &start);
   ret = start.fn(start.arg);
@@ -123,8 +125,14 @@ static void *cprof__thread_main(void *p) {
   return ret;
 }
 
+static void *spawned_main(void *p);
+
 uintptr_t cprof__threads_start_function(void) {
   return (uintptr_t)cprof__thread_main;
+}
+
+uintptr_t cprof__threads_spawn_function(void) {
+  return (uintptr_t)spawned_main;
 }
 
 CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
@@ -177,13 +185,13 @@ static void spawn_track(thread_start *start, bool add) {
 }
 
 static void *spawned_main(void *p) {
+  pid_t tid = own_tid();
+  cprof__task_note(tid, CPROF__TASK_NO_STACK, true);
   thread_start start = *(thread_start *)p;
   spawn_track(p, false);
   cprof__free(p);
   cprof__guard_enter();
   cprof__stack_register_thread();
-  pid_t tid = own_tid();
-  cprof__task_note(tid, CPROF__TASK_NO_STACK, true);
   void *ret = start.fn(start.arg);
   cprof__task_forget(tid);
   return ret;

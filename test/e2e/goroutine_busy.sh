@@ -56,6 +56,11 @@ check_quiet() {
   [ "${calls:-0}" -ge 1000 ] || fail "$name: only ${calls:-0} calls made"
   expect_match "$TMP/$name.out" '^calls=[0-9]+ eintr=0$' "$name: none of $calls calls returned EINTR"
   expect_match "$TMP/$name.out" ' interrupted=0$' "$name: the handler cut no system call short"
+  # Each goroutine request comes on a new connection, served by a new
+  # thread of cprof's HTTP server: none is ever in the profile, not even
+  # one seen starting or ending.
+  pprof -tags "$TMP/$name.wall.pb.gz" >"$TMP/$name.tags.txt"
+  expect_no_match "$TMP/$name.tags.txt" 'MHD|cprof-' "$name: no thread of cprof's in the wall profile"
   pprof -tagfocus state=running -top "$TMP/$name.wall.pb.gz" >"$TMP/$name.running.txt"
   # busy_burst's share of the workers' running samples (cum%, the 5th
   # column, of busy_burst over worker's).
