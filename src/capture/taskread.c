@@ -163,17 +163,22 @@ const char *cprof__task_state_name(char c) {
 }
 
 /*
- * The thread table: {tid, info} slots, info = own << 31 | creating stack
- * id (CPROF__TASK_NO_STACK masked to 31 bits when unknown). A slot's tid
- * is 0 when never used and DEAD when its thread exited; a new thread takes
- * the first free or dead slot on its probe path. A lookup that races with
- * a note may see the old info: one thread block without its "created by".
+ * The thread table: {tid, info} slots, info = own << 31 | exiting << 30 |
+ * creating stack id (CPROF__TASK_NO_STACK masked to 30 bits when
+ * unknown). A slot's tid is 0 when never used and DEAD when forgotten; a
+ * thread that exits is marked exiting and keeps its slot (a collection
+ * that finds it on its way out still knows it, cprof's own threads stay
+ * out), until a new thread of the same tid takes it over or a new thread
+ * finds, on its probe path, that the tid is gone and takes the slot. A
+ * lookup that races with a note may see the old info: one thread block
+ * without its "created by".
  */
 #define TABLE_SLOTS 16384
 #define MAX_PROBE 64
 #define DEAD (-1)
 #define OWN_BIT 0x80000000u
-#define SID_MASK 0x7fffffffu
+#define EXITING_BIT 0x40000000u
+#define SID_MASK 0x3fffffffu
 
 static struct {
   _Atomic int32_t tid;
@@ -184,31 +189,38 @@ static size_t slot_of(pid_t tid) {
   return (size_t)(((uint32_t)tid * 2654435761u) >> 18) & (TABLE_SLOTS - 1);
 }
 
+/* Whether thread tid of this process is gone. */
+static bool gone(pid_t tid) {
+  return syscall(SYS_tgkill, getpid(), tid, 0) != 0 && errno == ESRCH;
+}
+
 void cprof__task_note(pid_t tid, uint32_t create_sid, bool own) {
   uint32_t info = (own ? OWN_BIT : 0) | (create_sid & SID_MASK);
   size_t at = slot_of(tid);
+  int saved_errno = errno;
   for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
     int32_t cur = atomic_load(&table[at].tid);
     if (cur == tid) {
       atomic_store(&table[at].info, info);
-      return;
+      break;
     }
-    if ((cur == 0 || cur == DEAD) &&
-        atomic_compare_exchange_strong(&table[at].tid, &cur, tid)) {
+    bool free = cur == 0 || cur == DEAD ||
+                ((atomic_load(&table[at].info) & EXITING_BIT) && gone(cur));
+    if (free && atomic_compare_exchange_strong(&table[at].tid, &cur, tid)) {
       atomic_store(&table[at].info, info);
-      return;
+      break;
     }
   }
+  errno = saved_errno;
 }
 
-void cprof__task_forget(pid_t tid) {
+void cprof__task_exiting(pid_t tid) {
   size_t at = slot_of(tid);
   for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
     int32_t cur = atomic_load(&table[at].tid);
     if (cur == 0) return;
     if (cur == tid) {
-      atomic_store(&table[at].info, SID_MASK);
-      atomic_store(&table[at].tid, DEAD);
+      atomic_fetch_or(&table[at].info, EXITING_BIT);
       return;
     }
   }

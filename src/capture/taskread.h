@@ -75,11 +75,12 @@ CPROF__HIDDEN const char *cprof__task_state_name(char state);
 
 /* The table of threads cprof saw start. note records that tid was created
  * from stack create_sid (CPROF__TASK_NO_STACK when unknown) and whether it
- * is one of cprof's own threads; forget drops it when the thread exits.
+ * is one of cprof's own threads; exiting marks that the thread is on its
+ * way out (it stays known until its tid is gone and the slot is taken).
  * lookup returns false for a thread cprof never saw. Lock-free. */
 #define CPROF__TASK_NO_STACK UINT32_MAX
 CPROF__HIDDEN void cprof__task_note(pid_t tid, uint32_t create_sid, bool own);
-CPROF__HIDDEN void cprof__task_forget(pid_t tid);
+CPROF__HIDDEN void cprof__task_exiting(pid_t tid);
 CPROF__HIDDEN bool cprof__task_lookup(pid_t tid, uint32_t *create_sid,
                                       bool *own);
 

@@ -260,15 +260,18 @@ static uintptr_t func_start(uintptr_t pc) {
                              : 0;
 }
 
-/* Whether a thread cprof's table does not know is one that cprof's
- * trampoline started, seen before it noted itself or after its exit
- * forgot it: a frame of the trampoline's on its stack. Such a thread may
- * be one of cprof's own, and it runs none of the program's code: it is
- * left out. Symbolizer lock held. */
-static bool passing_trampoline(pid_t tid, const uintptr_t *pcs, size_t n) {
+/* Whether the thread whose stack this is is left out: one of cprof's own,
+ * or one cprof's table does not know that cprof's trampoline started,
+ * seen before it noted itself (a frame of the trampoline's on its stack:
+ * it may be one of cprof's own, and it runs none of the program's code
+ * yet). A thread on its way out stays in the table, marked exiting.
+ * Symbolizer lock held. */
+static bool left_out(pid_t tid, const uintptr_t *pcs, size_t n) {
   uint32_t sid;
   bool own;
-  if (cprof__task_lookup(tid, &sid, &own)) return false;
+  /* Looked up again: a thread first seen unknown may have noted itself
+   * (as one of cprof's own) by the time its stack came. */
+  if (cprof__task_lookup(tid, &sid, &own)) return own;
   uintptr_t a = cprof__threads_start_function();
   uintptr_t b = cprof__threads_spawn_function();
   for (size_t i = 0; i < n; i++) {
@@ -281,7 +284,7 @@ static bool passing_trampoline(pid_t tid, const uintptr_t *pcs, size_t n) {
 
 static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
                       char state, int how, long nr) {
-  if (passing_trampoline(tid, pcs, n)) return 0;
+  if (left_out(tid, pcs, n)) return 0;
   c->st.threads++;
   if (how == GOT_ANSWER || how == GOT_SELF || how == GOT_READ)
     c->st.answered++;

@@ -94,7 +94,7 @@ static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
 static void thread_exiting(void *arg) {
   const thread_start *start = arg;
-  cprof__task_forget(own_tid());
+  cprof__task_exiting(own_tid());
   cprof__guard_enter();
   run_hooks(false);
   cprof__stack_unregister_thread();
@@ -193,7 +193,7 @@ static void *spawned_main(void *p) {
   cprof__guard_enter();
   cprof__stack_register_thread();
   void *ret = start.fn(start.arg);
-  cprof__task_forget(tid);
+  cprof__task_exiting(tid);
   return ret;
 }
 
