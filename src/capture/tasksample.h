@@ -6,8 +6,9 @@
  * notices nothing but a timer interrupt; a sample is taken only when the
  * interrupt finds it running user code, so it is never cut short in a
  * system call. Where the kernel refuses perf events
- * (kernel.perf_event_paranoid above 2, a seccomp filter, no
- * CONFIG_PERF_EVENTS) or CPROF_PERF_EVENTS=0 says so, open fails and the
+ * (kernel.perf_event_paranoid above 2, no CONFIG_PERF_EVENTS), where a
+ * seccomp filter is on (its action for the call might be to kill the
+ * process), or where CPROF_PERF_EVENTS=0 says so, open fails and the
  * caller asks the thread another way. Normal context only.
  */
 #ifndef CPROF_TASKSAMPLE_H

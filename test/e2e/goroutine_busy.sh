@@ -15,11 +15,13 @@
 source "$(dirname "$0")/lib.bash"
 prog=$CPROF_BUILD/test/progs/busy_eintr
 
-# run NAME SECONDS [kick]: runs the program, with the requests unless
-# kicking; its output in $TMP/NAME.out.
+# run NAME SECONDS [kick|seccomp]: runs the program, with the requests
+# unless kicking; its output in $TMP/NAME.out.
 run() {
-  local name=$1 secs=$2 kick=${3:-}
-  "$prog" "$secs" $kick >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  local name=$1 secs=$2 mode=${3:-}
+  local kick=
+  [ "$mode" = kick ] && kick=1
+  "$prog" "$secs" $mode >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$!
   track "$pid"
   for _ in $(seq 200); do
@@ -89,6 +91,11 @@ expect_match "$TMP/timer.out" '^stats perf=0 signalled=[1-9]' "CPROF_PERF_EVENTS
 # (every 4 ms at HZ=250), so a burst shorter than that is often missed
 # and the thread read in its next wait instead.
 check_quiet timer "$min_timer"
+# Under a seccomp filter (whose action for a call it does not list could
+# be to kill the process) perf events are not tried.
+WALL_HZ=20 run seccomp 4 seccomp
+expect_match "$TMP/seccomp.out" '^stats perf=0 signalled=[1-9]' "under a seccomp filter, perf events are not tried; the timer's signal is used"
+expect_match "$TMP/seccomp.out" '^calls=[0-9]+ eintr=0$' "under a seccomp filter: no call returned EINTR"
 run kick 2 kick
 expect_match "$TMP/kick.out" '^calls=[0-9]+ eintr=[1-9]' "control: cprof's signal sent every 2 ms cuts calls short"
 expect_match "$TMP/kick.out" ' interrupted=[1-9]' "control: and the handler counts them"

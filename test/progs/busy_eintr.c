@@ -11,7 +11,9 @@
  * the goroutine collector's figures. With "kick", the program itself
  * sends cprof's signal (SIGRTMIN+5) to a random worker every 2 ms, as a
  * collector that signals every running thread would: the control that
- * shows the count works.
+ * shows the count works. With "seccomp", it first puts itself under a
+ * seccomp filter that allows everything (cprof then does not try perf
+ * events).
  */
 #include <errno.h>
 #include <poll.h>
@@ -21,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/select.h>
 #include <time.h>
 #include <unistd.h>
@@ -86,6 +91,15 @@ static void *worker(void *arg) {
 int main(int argc, char **argv) {
   int secs = argc > 1 ? atoi(argv[1]) : 4;
   int kick = argc > 2 && strcmp(argv[2], "kick") == 0;
+  if (argc > 2 && strcmp(argv[2], "seccomp") == 0) {
+    struct sock_filter allow = BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+    struct sock_fprog prog = {1, &allow};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog, 0, 0) != 0) {
+      perror("busy_eintr: seccomp");
+      return 1;
+    }
+  }
   int p[2];
   if (pipe(p) != 0) return 1;
   pipe_r = p[0];
