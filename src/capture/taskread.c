@@ -71,6 +71,28 @@ char cprof__task_state(int dirfd, pid_t tid, char *name, size_t size) {
   return p[1] == ' ' && p[2] ? p[2] : '?';
 }
 
+long cprof__task_age_ms(int dirfd, pid_t tid) {
+  char path[64], buf[512];
+  if (dirfd == AT_FDCWD)
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
+  else
+    snprintf(path, sizeof path, "%d/stat", (int)tid);
+  if (cprof__proc_read(dirfd, path, buf, sizeof buf) < 0) return -1;
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  if (!p) return -1;
+  unsigned long long start = 0;
+  /* After ")": state is field 3, starttime field 22. */
+  int field = 2;
+  for (p++; *p && field < 22; p++)
+    if (*p == ' ') field++;
+  if (field != 22 || sscanf(p, "%llu", &start) != 1) return -1;
+  long hz = sysconf(_SC_CLK_TCK);
+  struct timespec now;
+  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+  long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+  return (long)(now_ms - (long long)(start * 1000 / (unsigned long long)hz));
+}
+
 int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   char path[48], buf[512];
   memset(out, 0, sizeof *out);

@@ -36,6 +36,11 @@ typedef struct cprof__task {
  * Returns 0, or -1 when the thread is gone or the file cannot be read. */
 CPROF__HIDDEN int cprof__task_read(int dirfd, pid_t tid, cprof__task *out);
 
+/* How long ago, in ms, thread tid started (its stat's starttime, in
+ * clock ticks since boot); -1 when unknown. dirfd is an open
+ * /proc/self/task, or AT_FDCWD. */
+CPROF__HIDDEN long cprof__task_age_ms(int dirfd, pid_t tid);
+
 /* tid's state letter from its stat file, or '?'; and, when name is not
  * NULL, its name (the kernel's comm, as in /proc/.../comm), or "". */
 CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid, char *name,

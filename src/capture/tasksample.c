@@ -90,7 +90,10 @@ int cprof__task_sample_open(pid_t tid, cprof__task_sampler *s) {
                         PERF_FLAG_FD_CLOEXEC);
   if (fd < 0) {
     int e = errno;
-    if (e == EACCES || e == EPERM || e == ENOSYS || e == ENOENT)
+    /* Refusals that the next thread would meet too (EINVAL: this kernel
+     * takes no such event): perf events are off from here on. */
+    if (e == EACCES || e == EPERM || e == ENOSYS || e == ENOENT ||
+        e == EINVAL || e == EOPNOTSUPP)
       atomic_store(&refused, 1);
     errno = e;
     return -1;

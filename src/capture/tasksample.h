@@ -44,8 +44,8 @@ typedef struct cprof__task_regs {
 CPROF__HIDDEN bool cprof__task_sample_enabled(void);
 
 /* Starts sampling thread tid: 0, or -1 with errno. A refusal that will
- * not change (EACCES, EPERM, ENOSYS, ENOENT) turns perf events off for
- * the process. */
+ * not change (EACCES, EPERM, ENOSYS, ENOENT, EINVAL, EOPNOTSUPP) turns
+ * perf events off for the process. */
 CPROF__HIDDEN int cprof__task_sample_open(pid_t tid, cprof__task_sampler *s);
 
 /* 1 when the sample is in (out filled), 0 when not yet. */

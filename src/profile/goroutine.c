@@ -55,6 +55,7 @@
 #include "base/sys.h"
 #include "capture/taskread.h"
 #include "capture/tasksample.h"
+#include "source/thread_scan.h"
 #include "source/threads.h"
 
 /* How long the collector waits for the running threads' answers, all of
@@ -261,17 +262,23 @@ static uintptr_t func_start(uintptr_t pc) {
 }
 
 /* Whether the thread whose stack this is is left out: one of cprof's own,
- * or one cprof's table does not know that cprof's trampoline started,
- * seen before it noted itself (a frame of the trampoline's on its stack:
- * it may be one of cprof's own, and it runs none of the program's code
- * yet). A thread on its way out stays in the table, marked exiting.
+ * or one cprof's table does not know that may be on its way into cprof's
+ * trampoline, not yet noted (it may be one of cprof's own, and it runs
+ * none of the program's code yet): one started less than
+ * CPROF__SCAN_SETTLE_MS ago, or one with a frame of the trampoline's on
+ * its stack. A thread on its way out stays in the table, marked exiting.
  * Symbolizer lock held. */
-static bool left_out(pid_t tid, const uintptr_t *pcs, size_t n) {
+static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
+                     size_t n) {
   uint32_t sid;
   bool own;
   /* Looked up again: a thread first seen unknown may have noted itself
    * (as one of cprof's own) by the time its stack came. */
   if (cprof__task_lookup(tid, &sid, &own)) return own;
+  /* Younger than the trampoline could take to note it (a sanitizer's
+   * start wrapper runs first): on its way in. */
+  long age = cprof__task_age_ms(c->dirfd, tid);
+  if (age >= 0 && age < CPROF__SCAN_SETTLE_MS) return true;
   uintptr_t a = cprof__threads_start_function();
   uintptr_t b = cprof__threads_spawn_function();
   for (size_t i = 0; i < n; i++) {
@@ -284,7 +291,7 @@ static bool left_out(pid_t tid, const uintptr_t *pcs, size_t n) {
 
 static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
                       char state, int how, long nr) {
-  if (left_out(tid, pcs, n)) return 0;
+  if (left_out(c, tid, pcs, n)) return 0;
   c->st.threads++;
   if (how == GOT_ANSWER || how == GOT_SELF || how == GOT_READ)
     c->st.answered++;

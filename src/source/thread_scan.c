@@ -93,27 +93,6 @@ void cprof__thread_scan_init(void) {
   cprof__free(tids);
 }
 
-/* How long ago, in ms, thread tid started; -1 when unknown. Field 22 of
- * its stat is its start in clock ticks since boot. */
-static long age_ms(pid_t tid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  if (cprof__proc_read(AT_FDCWD, path, buf, sizeof buf) < 0) return -1;
-  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
-  if (!p) return -1;
-  unsigned long long start = 0;
-  /* After ")": state is field 3, starttime field 22. */
-  int field = 2;
-  for (p++; *p && field < 22; p++)
-    if (*p == ' ') field++;
-  if (field != 22 || sscanf(p, "%llu", &start) != 1) return -1;
-  long hz = sysconf(_SC_CLK_TCK);
-  struct timespec now;
-  if (hz <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
-  long long now_ms = (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000;
-  return (long)(now_ms - (long long)(start * 1000 / (unsigned long long)hz));
-}
-
 /* Drops the entries of threads that are gone when they are most of the
  * set; scan_lock held. */
 static void compact(void) {
@@ -154,7 +133,7 @@ static uint64_t count_unseen(const pid_t *tids, size_t n) {
       if (state_of(tids[i]) != GONE ||
           cprof__task_lookup(tids[i], &sid, &own)) /* the trampoline's */
         continue;
-      long age = age_ms(tids[i]);
+      long age = cprof__task_age_ms(AT_FDCWD, tids[i]);
       if (age < CPROF__SCAN_SETTLE_MS) continue; /* maybe on its way in */
       set_state(tids[i], KNOWN);
       unseen_total++;
