@@ -619,7 +619,10 @@ CPROF__NO_SANITIZE_MEM static int recover_fp(stack_view *v,
   if (lim < sp) return 0;
   cprof__stack_copy *c = v->is_remote ? v->remote : NULL;
   uintptr_t fs = c && c->fs_pc == r->pc ? c->fs : 0;
-  if (c && !fs) c->want_pc = r->pc;
+  if (c && !fs) {
+    c->want_pc = r->pc;
+    if (c->first_pass) return 0;
+  }
   uintptr_t near = 0, near_d = RECOVER_NEAR + 1, indirect = 0;
   for (uintptr_t x = (sp + 7) & ~(uintptr_t)7; x + 16 <= lim; x += 8) {
     uintptr_t f, ret, target;

@@ -62,6 +62,11 @@ typedef struct cprof__stack_copy {
   size_t len, cap;
   cprof__call_cache *calls;
   uintptr_t want_pc, fs_pc, fs;
+  /* A first pass that only finds want_pc: the walk stops at the frame
+   * whose frame record it would search for without knowing fs (the caller
+   * walks again, with fs, or with fs 0 and first_pass 0 to search
+   * without it). */
+  int first_pass;
 } cprof__stack_copy;
 
 /* Walks a stack that is not the caller's: a thread stopped in the kernel,

@@ -309,19 +309,23 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
 
 
 /* Walks a stack that is not this thread's through copy; a second time
- * when the first walk looked for a frame record of the function at
- * want_pc, now knowing where that function starts (the copy is kept). */
+ * when the first walk came to a frame whose record it must search for
+ * (want_pc), now knowing where that function starts (the copy is kept). */
 static size_t walk_other(uintptr_t pc, uintptr_t sp, uintptr_t fp,
                          int after_syscall, cprof__stack_copy *copy,
                          uintptr_t *pcs) {
+  /* The first pass stops where a frame record would be searched for
+   * without knowing where its function starts; the search is made once,
+   * in the second. */
+  copy->first_pass = 1;
   size_t n = cprof__stack_walk_remote(pc, sp, fp, after_syscall, copy, pcs,
                                       CPROF__STACK_BUF);
+  copy->first_pass = 0;
   if (copy->want_pc) {
     copy->fs = func_start(copy->want_pc);
     copy->fs_pc = copy->fs ? copy->want_pc : 0;
-    if (copy->fs)
-      n = cprof__stack_walk_remote(pc, sp, fp, after_syscall, copy, pcs,
-                                   CPROF__STACK_BUF);
+    n = cprof__stack_walk_remote(pc, sp, fp, after_syscall, copy, pcs,
+                                 CPROF__STACK_BUF);
   }
   return n;
 }
@@ -332,7 +336,7 @@ static int read_thread(collection *c, pid_t tid, const cprof__task *t,
                        char state, long nr) {
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {c->copy, t->sp, 0, c->copy ? STACK_COPY : 0,
-                            c->calls, 0, 0, 0};
+                            c->calls, 0, 0, 0, 0};
   size_t n = walk_other(t->pc, t->sp, 0, t->nr >= 0, &copy, pcs);
   return add_record(c, tid, pcs, n, state, GOT_READ, nr);
 }
@@ -343,7 +347,7 @@ static int sampled_thread(collection *c, pid_t tid, const cprof__task_regs *r,
                           char state) {
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {(void *)r->stack, r->sp, r->stack_len,
-                            r->stack_len, c->calls, 0, 0, 0};
+                            r->stack_len, c->calls, 0, 0, 0, 0};
   size_t n = walk_other(r->pc, r->sp, r->fp, 0, &copy, pcs);
   c->st.perf_answered++;
   return add_record(c, tid, pcs, n, state, GOT_ANSWER, -1);
