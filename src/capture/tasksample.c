@@ -170,8 +170,10 @@ int cprof__task_sample_get(const cprof__task_sampler *s,
   return 0;
 }
 
+/* No PERF_EVENT_IOC_DISABLE first: an event that sampled has disabled
+ * itself, close ends one that did not, and the ioctl would interrupt the
+ * thread's CPU to do it. */
 void cprof__task_sample_close(cprof__task_sampler *s) {
-  if (s->fd >= 0) ioctl(s->fd, PERF_EVENT_IOC_DISABLE, 0);
   if (s->ring) munmap(s->ring, s->ring_size);
   if (s->fd >= 0) close(s->fd);
   s->fd = -1;
