@@ -618,6 +618,7 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
              CPROF__CPU_MAX_HZ);
     return CPROF_EINVAL;
   }
+  if (!profiles_ok(cfg->profiles, err, errlen)) return CPROF_EINVAL;
   pthread_once(&curl_once, curl_init_once);
   if (curl_loaded) {
     snprintf(err, errlen, "%s", libcurl_lib.why);
@@ -635,7 +636,6 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
     snprintf(err, errlen, "give basic auth or a bearer token, not both");
     return CPROF_EINVAL;
   }
-  if (!profiles_ok(cfg->profiles, err, errlen)) return CPROF_EINVAL;
   cprof_push *p = cprof__calloc(1, sizeof *p);
   if (!p) return CPROF_ENOMEM;
   pthread_mutex_init(&p->lock, NULL);

@@ -3,6 +3,7 @@
  * request where they would change its shape: a control character (CR, LF
  * or any other) in the token, the tenant, basic auth or the URL is refused
  * with CPROF_EINVAL and a reason, before anything is started or loaded.
+ * So is a profiles list that names anything but pushed profiles.
  */
 #include <string.h>
 
@@ -25,6 +26,7 @@ static int start_with(const char *field, const char *value) {
   if (!strcmp(field, "bearer_token")) cfg.bearer_token = value;
   if (!strcmp(field, "tenant_id")) cfg.tenant_id = value;
   if (!strcmp(field, "basic_auth")) cfg.basic_auth = value;
+  if (!strcmp(field, "profiles")) cfg.profiles = value;
   logged[0] = '\0';
   cprof_push *p = NULL;
   int rc = cprof_push_start(&cfg, &p);
@@ -58,8 +60,34 @@ static void test_clean_values(void) {
   CHECK(rc == 0 || rc == CPROF_EUNSUPPORTED);
 }
 
+static void test_profiles(void) {
+  static const struct {
+    const char *list, *why;
+  } bad[] = {
+      {"", "profiles names no profile"},
+      {"goroutine", "profiles: \"goroutine\" is not a profile that is pushed"},
+      {"threads", "profiles: \"threads\" is not a profile that is pushed"},
+      {"cpu,bogus", "profiles: \"bogus\" is not a profile that is pushed"},
+      {"cpu,,heap", "profiles: \"\" is not a profile that is pushed"},
+      {"cpu,", "profiles: \"\" is not a profile that is pushed"},
+      {"cpu\n", "profiles: \"cpu\\n\" is not a profile that is pushed"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK_EQ_INT(start_with("profiles", bad[i].list), CPROF_EINVAL);
+    CHECK_STREQ(logged, bad[i].why);
+  }
+  char longname[200];
+  memset(longname, 'x', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  CHECK_EQ_INT(start_with("profiles", longname), CPROF_EINVAL);
+  CHECK(strncmp(logged, "profiles: \"xxx", 14) == 0 && strlen(logged) < 120);
+  int rc = start_with("profiles", "cpu,wall,heap,mutex,block");
+  CHECK(rc == 0 || rc == CPROF_EUNSUPPORTED);
+}
+
 int main(void) {
   RUN(test_control_characters);
+  RUN(test_profiles);
   RUN(test_clean_values);
   return TEST_RESULT();
 }
