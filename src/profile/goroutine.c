@@ -234,6 +234,7 @@ typedef struct collection {
   size_t npending;
   bool sampler; /* the wall profile's: states as of the first look */
   int64_t wait_ns; /* how long running threads' answers are waited for */
+  pid_t pid;       /* the process's, which is its main thread's tid */
 } collection;
 
 /* Leaves out the frames of cprof's own interposers (a thread waiting on a
@@ -264,9 +265,9 @@ static uintptr_t func_start(uintptr_t pc) {
 /* Whether the thread whose stack this is is left out: one of cprof's own,
  * or one cprof's table does not know that may be on its way into cprof's
  * trampoline, not yet noted (it may be one of cprof's own, and it runs
- * none of the program's code yet): one started less than
- * CPROF__SCAN_SETTLE_MS ago, or one with a frame of the trampoline's on
- * its stack. A thread on its way out stays in the table, marked exiting.
+ * none of the program's code yet): one other than the main thread started
+ * less than CPROF__SCAN_SETTLE_MS ago, or one with a frame of the
+ * trampoline's on its stack. A thread on its way out stays in the table, marked exiting.
  * Symbolizer lock held. */
 static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
                      size_t n) {
@@ -276,9 +277,12 @@ static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
    * (as one of cprof's own) by the time its stack came. */
   if (cprof__task_lookup(tid, &sid, &own)) return own;
   /* Younger than the trampoline could take to note it (a sanitizer's
-   * start wrapper runs first): on its way in. */
-  long age = cprof__task_age_ms(c->dirfd, tid);
-  if (age >= 0 && age < CPROF__SCAN_SETTLE_MS) return true;
+   * start wrapper runs first): on its way in. Not the main thread, which
+   * no trampoline starts (and which is young in a short program). */
+  if (tid != c->pid) {
+    long age = cprof__task_age_ms(c->dirfd, tid);
+    if (age >= 0 && age < CPROF__SCAN_SETTLE_MS) return true;
+  }
   uintptr_t a = cprof__threads_start_function();
   uintptr_t b = cprof__threads_spawn_function();
   for (size_t i = 0; i < n; i++) {
@@ -577,6 +581,7 @@ static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   c.out = out;
   c.sampler = sampler;
   c.wait_ns = wait_ns;
+  c.pid = getpid();
   c.dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   c.copy = cprof__malloc(STACK_COPY);
   c.calls = cprof__calloc(1, sizeof *c.calls);
