@@ -34,12 +34,16 @@ expect_match "$TMP/tags.txt" '^ *thread: Total' "samples have a thread label"
 # worker blocked and freed one, which moves samples from each phase into
 # the next (docs/wall.md). The profile's comment gives the mean lateness;
 # the 3-point bound holds for a sampler that runs on time (under 150 us
-# late on average), and a 10-point one, against gross errors, otherwise.
+# late on average), and a 10-point one, against gross errors, otherwise;
+# 15 under a sanitizer, whose slower workers wait longer for a CPU after
+# each wake-up (the program counts that as its wait, the kernel shows the
+# thread runnable: running).
 late=$(sed -nE 's/^Comment: .*late by ([0-9]+) us on average.*/\1/p' "$TMP/raw.txt")
 [ -n "$late" ] || fail "no lateness in the profile's comment"
 bound=3
 if [ "$late" -ge 150 ]; then
   bound=10
+  sanitized_build "$CPROF_BUILD/test/progs/wall_mix" && bound=15
   echo "note: the sampler ran ${late} us late on average (CPUs busy with other work: $(cut -d' ' -f1-3 /proc/loadavg)); checking within $bound points, not 3"
 fi
 # share NAME KIND KEY: compares the profile's share (KIND KEY in
