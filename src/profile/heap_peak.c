@@ -102,7 +102,13 @@ static void *tracker_main(void *arg) {
   return NULL;
 }
 
-/* A fork child has no tracker (and may have inherited the lock held). */
+/* fork waits for a check in progress: the tracker allocates in it, and an
+ * allocator that does not prepare for fork (GCC 12's AddressSanitizer)
+ * would leave the child its lock held. */
+static void before_fork(void) { cprof__lock(&peak_lock); }
+static void parent_after_fork(void) { cprof__unlock(&peak_lock); }
+
+/* A fork child has no tracker (and its copy of the lock is made anew). */
 static void child_after_fork(void) {
   pthread_mutex_init(&peak_lock, NULL);
   atomic_store(&started, false);
@@ -171,6 +177,6 @@ void cprof__heap_peak_init(void) {
   if (cprof__env_int("CPROF_HEAP_PEAK_MS", 1, 60000,
                      "the default of 50 ms is used", &ms))
     interval_ms = ms;
-  pthread_atfork(NULL, NULL, child_after_fork);
+  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
   cprof__profile_register(&heap_peak_profile);
 }

@@ -185,15 +185,22 @@ static void *scanner_main(void *arg) {
            cprof__cond_timedwait(&scan_cond, &scan_lock, &at) != ETIMEDOUT) {
     }
     if (scan_generation != gen) period_ms = CPROF__SCAN_MIN_MS;
+    /* The list is made and freed under scan_lock, which fork takes: a
+     * fork never finds this thread inside the allocator (one that does
+     * not prepare for fork, as GCC 12's AddressSanitizer's, would leave
+     * the child its lock held). */
+    size_t n = 0, found = 0;
+    pid_t *tids = cprof__cpu_engine_hz() != 0 ? list_tasks(&n) : NULL;
     cprof__unlock(&scan_lock);
-    if (cprof__cpu_engine_hz() != 0) {
-      size_t n, found = 0;
-      pid_t *tids = list_tasks(&n);
-      if (tids) {
-        found = cprof__cpu_rescan(tids, n);
-        count_unseen(tids, n);
-      }
-      cprof__free(tids);
+    if (tids) {
+      found = cprof__cpu_rescan(tids, n);
+      count_unseen(tids, n);
+    }
+    bool listed = tids != NULL;
+    cprof__lock(&scan_lock);
+    cprof__free(tids);
+    cprof__unlock(&scan_lock);
+    if (listed) {
       period_ms = found ? CPROF__SCAN_MIN_MS
                         : period_ms * 2 > CPROF__SCAN_MAX_MS ? CPROF__SCAN_MAX_MS
                                                              : period_ms * 2;
@@ -205,7 +212,13 @@ static void *scanner_main(void *arg) {
 
 /* A scanner just started is waited for: until it runs, its start-up
  * block (cprof__thread_spawn's) is on the heap, and a fork meanwhile would
- * leave the child a block nobody frees. */
+ * leave the child a block nobody frees. Not for ever: in a fork child
+ * (this runs in its atfork handler) a new thread may be unable to start
+ * at all, when another thread of the parent held a lock of an allocator
+ * that does not prepare for fork (GCC 12's AddressSanitizer) and the
+ * thread's start allocates; the child then goes on after
+ * SCANNER_START_WAIT_MS, to its exec or its exit, rather than hang. */
+#define SCANNER_START_WAIT_MS 200
 void cprof__thread_scan_wake(void) {
   cprof__lock(&scan_lock);
   pid_t pid = getpid();
@@ -219,8 +232,15 @@ void cprof__thread_scan_wake(void) {
   pthread_t t;
   if (start && cprof__thread_spawn(&t, scanner_main, NULL, "cprof-scan") == 0) {
     pthread_detach(t);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += SCANNER_START_WAIT_MS * 1000000L;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
     cprof__lock(&scan_lock);
-    while (!scanner_started) cprof__cond_wait(&scan_cond, &scan_lock);
+    while (!scanner_started &&
+           cprof__cond_timedwait(&scan_cond, &scan_lock, &until) != ETIMEDOUT) {
+    }
     cprof__unlock(&scan_lock);
   } else if (start) {
     cprof__lock(&scan_lock);

@@ -32,6 +32,13 @@ check() {
 }
 
 for mode in uexit uExit alarmexit termexit failexec; do
+  # failexec's third child calls exit(), where GCC 12's LeakSanitizer stops
+  # the world and takes its allocator's locks: one that another thread of
+  # the parent held at the fork stays held in the child, and the check
+  # waits for ever (1 to 2 runs in 100, under load). Leak checking is off
+  # for that mode; the others keep it.
+  asan_opts=${ASAN_OPTIONS:-}
+  [ "$mode" = failexec ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
   if ! tsan_build "$plain"; then
     LD_PRELOAD="$rt" "$cprof" run --dump cpu,heap=debug=1 --dump-out "$TMP/run-$mode.log" -- "$plain" "$mode" >"$TMP/run-$mode.out" ||
       fail "cprof run: $mode failed"
@@ -40,6 +47,7 @@ for mode in uexit uExit alarmexit termexit failexec; do
   CPROF_DUMP=cpu,heap=debug=1 CPROF_DUMP_OUT="$TMP/linked-$mode.log" "$linked" "$mode" >"$TMP/linked-$mode.out" ||
     fail "linked: $mode failed"
   check "linked-$mode"
+  export ASAN_OPTIONS="$asan_opts"
 done
 # failexec's children printed their pids: none of them dumped.
 for name in run-failexec linked-failexec; do
