@@ -226,9 +226,9 @@ void cprof__task_note(pid_t tid, uint32_t create_sid, bool own) {
       atomic_store(&table[at].info, info);
       break;
     }
-    bool free = cur == 0 || cur == DEAD ||
+    bool vacant = cur == 0 || cur == DEAD ||
                 ((atomic_load(&table[at].info) & EXITING_BIT) && gone(cur));
-    if (free && atomic_compare_exchange_strong(&table[at].tid, &cur, tid)) {
+    if (vacant && atomic_compare_exchange_strong(&table[at].tid, &cur, tid)) {
       atomic_store(&table[at].info, info);
       break;
     }
