@@ -112,13 +112,6 @@ int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   return 0;
 }
 
-bool cprof__task_still_running(int dirfd, pid_t tid) {
-  char path[48], buf[256];
-  snprintf(path, sizeof path, "%d/syscall", (int)tid);
-  return cprof__proc_read(dirfd, path, buf, sizeof buf) > 0 &&
-         strncmp(buf, "running", 7) == 0;
-}
-
 int cprof__task_ask_on_cpu(pid_t tid, int signo, timer_t *out) {
   struct sigevent sev;
   memset(&sev, 0, sizeof sev);

@@ -46,8 +46,6 @@ CPROF__HIDDEN long cprof__task_age_ms(int dirfd, pid_t tid);
 CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid, char *name,
                                      size_t size);
 
-/* Reads only the syscall file: true when tid is still "running". */
-CPROF__HIDDEN bool cprof__task_still_running(int dirfd, pid_t tid);
 
 /* glibc before 2.41 names the target thread of SIGEV_THREAD_ID only by
  * its union member. */

@@ -381,8 +381,7 @@ static bool withdraw(struct slot *s, uint64_t g) {
 
 /* Whether tid has gone to sleep in the kernel (t filled). */
 static bool asleep(collection *c, pid_t tid, cprof__task *t) {
-  return !cprof__task_still_running(c->dirfd, tid) &&
-         cprof__task_read(c->dirfd, tid, t) == 0 && t->stopped;
+  return cprof__task_read(c->dirfd, tid, t) == 0 && t->stopped;
 }
 
 /* A running thread whose answer did not come: read from /proc if it has

@@ -93,6 +93,16 @@ void cprof__thread_scan_init(void) {
   cprof__free(tids);
 }
 
+/* The CLOCK_REALTIME time ms from now, as scan_cond's waits take it. */
+static struct timespec realtime_in(long ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  t.tv_nsec += ms * 1000000L;
+  t.tv_sec += t.tv_nsec / 1000000000L;
+  t.tv_nsec %= 1000000000L;
+  return t;
+}
+
 /* Drops the entries of threads that are gone when they are most of the
  * set; scan_lock held. */
 static void compact(void) {
@@ -176,11 +186,7 @@ static void *scanner_main(void *arg) {
       period_ms = CPROF__SCAN_MIN_MS;
     }
     uint64_t gen = scan_generation;
-    struct timespec at;
-    clock_gettime(CLOCK_REALTIME, &at);
-    at.tv_nsec += period_ms * 1000000L;
-    at.tv_sec += at.tv_nsec / 1000000000L;
-    at.tv_nsec %= 1000000000L;
+    struct timespec at = realtime_in(period_ms);
     while (scan_generation == gen &&
            cprof__cond_timedwait(&scan_cond, &scan_lock, &at) != ETIMEDOUT) {
     }
@@ -232,11 +238,7 @@ void cprof__thread_scan_wake(void) {
   pthread_t t;
   if (start && cprof__thread_spawn(&t, scanner_main, NULL, "cprof-scan") == 0) {
     pthread_detach(t);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += SCANNER_START_WAIT_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    struct timespec until = realtime_in(SCANNER_START_WAIT_MS);
     cprof__lock(&scan_lock);
     while (!scanner_started &&
            cprof__cond_timedwait(&scan_cond, &scan_lock, &until) != ETIMEDOUT) {
