@@ -44,8 +44,16 @@ check() {
     checks=$((checks + 1))
     echo "ok: $name: pid $pid's CPU profile is topped by $fn"
   done
+  local ms
   for pid in "$w0" "$w1"; do
     "$cprof" top "$dir/cpu-$pid-1.pb.gz" >"$TMP/$name.$pid.top"
+    # Each worker burns 0.5 s: its profile holds most of it, not a sample
+    # that happened to land in its function.
+    ms=$(sed -nE 's/.*Total samples = ([0-9.]+)(m?s).*/\1 \2/p' "$TMP/$name.$pid.top" |
+      awk '{ print int($2 == "s" ? $1 * 1000 : $1) }')
+    [ -n "$ms" ] && [ "$ms" -ge 250 ] ||
+      { head -8 "$TMP/$name.$pid.top"; fail "$name: worker $pid's profile holds ${ms:-no} ms of its 500 ms burn"; }
+    checks=$((checks + 1))
     expect_no_match "$TMP/$name.$pid.top" 'master_burn' "$name: worker $pid's profile starts at the fork (no master_burn)"
   done
 }

@@ -25,6 +25,7 @@
  * Every mode prints "pid N" (and the children's "child N") on stdout.
  */
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,11 @@
 
 extern char **environ;
 
-static volatile uint64_t sink;
+/* Atomic for ThreadSanitizer's sake. A child of a multi-threaded process
+ * runs with TSan's interceptors ignored, so a signal TSan holds back is
+ * delivered only at the child's next atomic operation: without one in the
+ * burners, a worker's whole run gave one CPU sample, at exit. */
+static _Atomic uint64_t sink;
 static void *volatile kept;
 
 static double cpu_now(void) {
@@ -48,10 +53,10 @@ static double cpu_now(void) {
  * with no frame (not even an inlined one) of a shared helper. */
 #define SPIN()                                                              \
   do {                                                                      \
-    uint64_t x_ = sink;                                                     \
+    uint64_t x_ = atomic_load_explicit(&sink, memory_order_relaxed);        \
     for (int i_ = 0; i_ < 100000; i_++)                                     \
       x_ = x_ * 6364136223846793005ull + (uint64_t)i_;                      \
-    sink = x_;                                                              \
+    atomic_store_explicit(&sink, x_, memory_order_relaxed);                 \
   } while (0)
 
 /* Each burns CPU time in a frame of its own, for `seconds` of it. */
