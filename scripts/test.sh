@@ -62,27 +62,46 @@ stage_tsan() {
   TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan
 }
 
+# Runs one fuzz target over a copy of its seed corpus; its exit status and
+# output are left in $2.rc and $2.log.
+fuzz_one() {
+  local f=$1 out=$2 name corpus work
+  name=$(basename "$f")
+  corpus="fuzz/corpus/${name#fuzz_}"
+  work=$(mktemp -d)
+  [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+  local rc=0
+  "$f" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$work" \
+    >"$out.log" 2>&1 || rc=$?
+  echo "$rc" >"$out.rc"
+  rm -rf "$work"
+}
+
 stage_fuzz() {
-  echo "== stage: fuzz (${fuzz_seconds}s per target)"
+  echo "== stage: fuzz (${fuzz_seconds}s per target, $jobs at a time)"
   CC=clang CXX=clang++ configure_build build-fuzz -DCMAKE_BUILD_TYPE=Debug \
     -DCPROF_FUZZ=ON -DCPROF_TESTS=OFF
+  local results f name running=0
+  results=$(mktemp -d)
   for f in build-fuzz/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
-    local name corpus work
+    fuzz_one "$f" "$results/$(basename "$f")" &
+    running=$((running + 1))
+    if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
+  done
+  wait
+  for f in build-fuzz/fuzz/fuzz_*; do
+    [ -x "$f" ] || continue
     name=$(basename "$f")
-    corpus="fuzz/corpus/${name#fuzz_}"
-    work=$(mktemp -d)
-    [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
-    if "$f" -max_total_time="$fuzz_seconds" -print_final_stats=0 "$work" \
-        >"$work.log" 2>&1; then
+    if [ "$(cat "$results/$name.rc" 2>/dev/null)" = 0 ]; then
       echo "fuzz: $name ran ${fuzz_seconds}s without findings"
       passed=$((passed + 1))
     else
-      echo "fuzz: $name FAILED"; tail -40 "$work.log"
+      echo "fuzz: $name FAILED"; tail -40 "$results/$name.log"
       failed=$((failed + 1))
     fi
-    rm -rf "$work" "$work.log"
   done
+  rm -rf "$results"
 }
 
 stages=${1:-build asan tsan fuzz}
