@@ -121,7 +121,7 @@ static int mode_busy(void) {
              : 1;
 }
 
-static volatile sig_atomic_t app_sigprofs;
+static atomic_int app_sigprofs;
 static void app_handler(int sig) {
   (void)sig;
   app_sigprofs++;

@@ -99,7 +99,7 @@ static int mode_read(void) {
   return 3;
 }
 
-static volatile sig_atomic_t got_term;
+static atomic_int got_term;
 static void on_term(int sig) {
   (void)sig;
   got_term = 1;

@@ -191,7 +191,7 @@ static int mode_blocked(void) {
   return ok && err == 0 ? 0 : 1;
 }
 
-static volatile sig_atomic_t usr1_seen;
+static atomic_int usr1_seen;
 static void on_usr1(int sig) {
   (void)sig;
   usr1_seen++;

@@ -36,7 +36,7 @@
 #include "sink/http.h"
 #include "encode/pprof.h"
 
-static volatile sig_atomic_t quit;
+static atomic_int quit;
 static atomic_bool stop_work;
 static _Atomic uint64_t sink; /* shared by the burning threads */
 
