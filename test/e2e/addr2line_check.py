@@ -37,8 +37,9 @@ accepted, each checked rather than assumed:
     must be symbols of the object (nm, its debug file included) at one
     address;
   * addr2line's "??" for a function no symbol or debug information covers
-    against cprof's "OBJECT+0xOFFSET" name (docs/symbols.md), when OBJECT is
-    the mapping's base name;
+    against cprof's "OBJECT+0xOFFSET" name (docs/symbols.md), OBJECT being
+    the profiled file's name (the mapping's, or that of a stripped copy
+    compared with the unstripped original);
   * one extra innermost line (a function left by a tail call, which
     addr2line cannot know) when the instruction ending at the address is a
     direct call (E8 rel32) whose target is that function, as addr2line -f
@@ -341,11 +342,13 @@ def main(argv):
     for obj, vaddr, address, lines in located:
         compared += 1
         ref = answers[obj].get(vaddr, [])
-        base = re.escape(os.path.basename(obj))
         norm = []
         for i, (func, file, num) in enumerate(lines):
+            # Code no symbol covers (a PLT stub) is named FILE+0xOFFSET by
+            # cprof, FILE being the profiled file's name, which may be a
+            # stripped copy of obj's under another name.
             if i < len(ref) and ref[i][0] == "??" and re.fullmatch(
-                    base + r"\+0x[0-9a-f]+", func):
+                    r"[^\s+]+\+0x[0-9a-f]+", func):
                 func = "??"
                 unknown += 1
             norm.append((func, file, num))
