@@ -348,7 +348,7 @@ def main(argv):
             # cprof, FILE being the profiled file's name, which may be a
             # stripped copy of obj's under another name.
             if i < len(ref) and ref[i][0] == "??" and re.fullmatch(
-                    r"[^\s+]+\+0x[0-9a-f]+", func):
+                    r"\S+\+0x[0-9a-f]+", func):
                 func = "??"
                 unknown += 1
             norm.append((func, file, num))
