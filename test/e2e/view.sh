@@ -27,7 +27,10 @@ GODEBUG=asyncpreemptoff=1 "$TMP/gopprof" "$TMP/go" || fail "gopprof did not run"
 ok "Go wrote $(ls "$TMP/go" | tr '\n' ' ')"
 
 # --- profiles written by cprof
-"$CPROF_BUILD/test/progs/http_server" >"$TMP/port" 2>"$TMP/server.log" &
+# A sample every 16 KiB on average: the worker threads allocate about
+# 400 KiB per 200 ms, which at the default 512 KiB could leave the heap
+# profile taken a second after start-up empty (it did under TSan).
+CPROF_HEAP_RATE=16384 "$CPROF_BUILD/test/progs/http_server" >"$TMP/port" 2>"$TMP/server.log" &
 track $!
 for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 PORT=$(head -1 "$TMP/port")
@@ -37,6 +40,8 @@ curl -sS -m 30 -o "$TMP/c/cpu.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/profile
 curl -sS -m 30 -o "$TMP/c/heap.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/heap" || fail "heap profile"
 curl -sS -m 30 -o "$TMP/c/goroutine.pb.gz" "http://127.0.0.1:$PORT/debug/pprof/goroutine" || fail "goroutine profile"
 ok "cprof wrote cpu, heap and goroutine profiles"
+"$cprof" top -sample_index=alloc_space "$TMP/c/heap.pb.gz" >"$TMP/cheap.top" 2>&1
+expect_match "$TMP/cheap.top" ' short_worker$' "cprof's heap profile has short_worker's allocations"
 
 # --- cprof top == go tool pprof -top, for every sample type. pprof is told
 # not to symbolize: cprof top shows the profile's own names, while pprof
