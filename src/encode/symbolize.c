@@ -91,10 +91,16 @@ CPROF__DYNLIB_DEFINE(libdw, LIBDW_FNS, "libdw.so.1")
 #define LIBELF_FNS(X, v) \
   X(v, elf_begin, elf_begin) \
   X(v, elf_end, elf_end) \
+  X(v, elf_getdata, elf_getdata) \
   X(v, elf_getphdrnum, elf_getphdrnum) \
   X(v, elf_getscn, elf_getscn) \
+  X(v, elf_getshdrstrndx, elf_getshdrstrndx) \
+  X(v, elf_nextscn, elf_nextscn) \
+  X(v, elf_strptr, elf_strptr) \
   X(v, gelf_getphdr, gelf_getphdr) \
-  X(v, gelf_getshdr, gelf_getshdr)
+  X(v, gelf_getrela, gelf_getrela) \
+  X(v, gelf_getshdr, gelf_getshdr) \
+  X(v, gelf_getsym, gelf_getsym)
 CPROF__DYNLIB_DEFINE(libelf, LIBELF_FNS, "libelf.so.1")
 
 typedef char *(*demangle_fn)(const char *mangled, char *buf, size_t *len,
@@ -890,6 +896,77 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
   return true;
 }
 
+/* The GOT slot a PLT stub at addr jumps through (declared here, defined
+ * with the call-site code below). */
+static uint64_t plt_slot(uint64_t addr);
+
+/* The symbol a relocation of section rela (SHT_RELA) against the ELF
+ * address slot names, or NULL. */
+static const char *rela_symbol(Elf *elf, Elf_Scn *rela, const GElf_Shdr *sh,
+                               uint64_t slot) {
+  Elf_Data *d = libelf.elf_getdata(rela, NULL);
+  Elf_Scn *symtab = libelf.elf_getscn(elf, sh->sh_link);
+  GElf_Shdr symsh;
+  if (!d || !sh->sh_entsize || !symtab || !libelf.gelf_getshdr(symtab, &symsh))
+    return NULL;
+  Elf_Data *syms = libelf.elf_getdata(symtab, NULL);
+  size_t n = d->d_size / sh->sh_entsize;
+  for (size_t i = 0; syms && i < n; i++) {
+    GElf_Rela r;
+    if (!libelf.gelf_getrela(d, (int)i, &r) || r.r_offset != slot) continue;
+    GElf_Sym sym;
+    size_t index = GELF_R_SYM(r.r_info);
+    if (!index || !libelf.gelf_getsym(syms, (int)index, &sym)) return NULL;
+    const char *name = libelf.elf_strptr(elf, symsh.sh_link, sym.st_name);
+    return name && *name ? name : NULL;
+  }
+  return NULL;
+}
+
+/*
+ * The name of the PLT stub holding pc, as objdump and perf give it
+ * (SYMBOL@plt), or NULL when pc is in no stub (or in the first entry of a
+ * lazy .plt, which calls the loader). The stub is the entry of .plt,
+ * .plt.sec or .plt.got around pc (entries of sh_entsize bytes, 16 when
+ * unset); the symbol is that of the relocation of the GOT slot it jumps
+ * through (.rela.plt for .plt and .plt.sec, .rela.dyn for .plt.got).
+ * *start gets the stub's runtime address.
+ */
+static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
+  GElf_Addr bias = 0;
+  Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
+  size_t shstrndx;
+  if (!elf || libelf.elf_getshdrstrndx(elf, &shstrndx) != 0) return NULL;
+  uint64_t off = pc - bias, stub = 0;
+  for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn && !stub;
+       scn = libelf.elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!libelf.gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+        off < sh.sh_addr || off - sh.sh_addr >= sh.sh_size)
+      continue;
+    const char *name = libelf.elf_strptr(elf, shstrndx, sh.sh_name);
+    if (!name || (strcmp(name, ".plt") != 0 && strcmp(name, ".plt.sec") != 0 &&
+                  strcmp(name, ".plt.got") != 0))
+      return NULL; /* the section holding pc is not a PLT */
+    uint64_t size = sh.sh_entsize ? sh.sh_entsize : 16;
+    stub = sh.sh_addr + (off - sh.sh_addr) / size * size;
+  }
+  uint64_t slot = stub ? plt_slot(stub + bias) : 0;
+  if (!slot) return NULL;
+  const char *sym = NULL;
+  for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn && !sym;
+       scn = libelf.elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (libelf.gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA)
+      sym = rela_symbol(elf, scn, &sh, slot - bias);
+  }
+  if (!sym) return NULL;
+  char name[512];
+  snprintf(name, sizeof name, "%s@plt", sym);
+  *start = stub + bias;
+  return intern(name);
+}
+
 /*
  * The name of a function no symbol or debug information names: its
  * object's base name and the ELF address of its first byte (from the FDE
@@ -1045,6 +1122,12 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
     if (!dl) file = fs->file;
   }
   if (symname && !start && fs) start = fs->addr;
+  /* A PLT stub has no symbol but a name all the same, which no other copy
+   * of its object would improve on. */
+  if (!symname && !dl) {
+    symname = sysname = plt_name(mod, pc, &start);
+    if (!symname) start = 0;
+  }
   const char *unknown = NULL;
   uint64_t unknown_start = 0;
   if (!symname) {
@@ -1110,6 +1193,12 @@ static const cprof__sym_frame *function_at(uint64_t addr, int *decl_line,
   return f;
 }
 
+/* Whether f is a PLT stub's frame (plt_name). */
+static bool is_plt_stub(const cprof__sym_frame *f) {
+  size_t n = f ? strlen(f->name) : 0;
+  return n > 4 && strcmp(f->name + n - 4, "@plt") == 0 && !*f->file;
+}
+
 /* The GOT slot a PLT stub at addr jumps through, or 0 when addr holds no
  * stub: [endbr64] [bnd] jmp *disp32(%rip), the form of .plt, .plt.sec and
  * .plt.got entries. */
@@ -1142,9 +1231,10 @@ const cprof__sym_callee *cprof__sym_callee_of(uintptr_t pc) {
     memcpy(&disp, b + 4, sizeof disp);
     c.target = (uint64_t)pc + 1 + (uint64_t)(int64_t)disp;
     f = function_at(c.target, &decl, &named);
-    /* A PLT stub has no symbol (but may have an FDE of its own); its GOT
-     * slot holds the function, bound since the call was made. */
-    uint64_t slot = named ? 0 : plt_slot(c.target), to;
+    /* A PLT stub has no symbol (but may have an FDE of its own, and is
+     * named SYMBOL@plt); its GOT slot holds the function, bound since the
+     * call was made. */
+    uint64_t slot = !named || is_plt_stub(f) ? plt_slot(c.target) : 0, to;
     if (slot && read_mem(slot, &to, sizeof to)) {
       c.stub = c.target;
       c.target = to;

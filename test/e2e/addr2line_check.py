@@ -7,7 +7,8 @@ files given. For each location in a mapping it computes the ELF address
 virtual address through the object's program headers), asks
 `addr2line -a -i -f -C -e OBJECT` for it, and compares the two lists of
 (function, file base name, line), innermost first. It prints one line per
-mismatch and a summary "locations N mismatched M tail T unknown U", and
+mismatch and a summary "locations N mismatched M tail T unknown U plt
+P", and
 exits 1 when any location mismatched or none was compared.
 
 Both sides are normalised the same way, and only in ways that change no
@@ -40,6 +41,8 @@ accepted, each checked rather than assumed:
     against cprof's "OBJECT+0xOFFSET" name (docs/symbols.md), OBJECT being
     the profiled file's name (the mapping's, or that of a stripped copy
     compared with the unstripped original);
+  * addr2line's "??" for a PLT stub against cprof's "SYMBOL@plt", when
+    objdump gives the stub holding the address that name;
   * one extra innermost line (a function left by a tail call, which
     addr2line cannot know) when the instruction ending at the address is a
     direct call (E8 rel32) whose target is that function, as addr2line -f
@@ -288,6 +291,28 @@ def same_lines(obj, vaddr, norm, ref):
     return True
 
 
+_plt_stubs = {}
+
+
+def plt_stub_at(obj, vaddr):
+    """objdump's name for the PLT stub holding vaddr (SYMBOL@plt), or None:
+    the stub label of .plt, .plt.sec or .plt.got at or below vaddr, when
+    vaddr is before the next label and within 16 bytes."""
+    if obj not in _plt_stubs:
+        dis = subprocess.run(["objdump", "-d", "-j", ".plt", "-j", ".plt.sec",
+                              "-j", ".plt.got", obj],
+                             capture_output=True, text=True).stdout
+        _plt_stubs[obj] = sorted(
+            (int(m.group(1), 16), m.group(2))
+            for m in re.finditer(r"^([0-9a-f]+) <([^>]+@plt)>:$", dis, re.M))
+    stubs = _plt_stubs[obj]
+    for k, (addr, name) in enumerate(stubs):
+        end = min(addr + 16, stubs[k + 1][0] if k + 1 < len(stubs) else addr + 16)
+        if addr <= vaddr < end:
+            return name
+    return None
+
+
 def call_target_names(obj, segs, vaddr):
     """The names of the function a direct call ending at vaddr + 1 calls:
     addr2line -f's for the target, and objdump's (for a PLT stub)."""
@@ -317,7 +342,7 @@ def call_target_names(obj, segs, vaddr):
 def main(argv):
     verbose = "-v" in argv
     files = [a for a in argv if a != "-v"]
-    compared = mismatched = tails = unknown = 0
+    compared = mismatched = tails = unknown = stubs = 0
     segs_cache, wanted = {}, {}
     located = []
     for path in files:
@@ -351,6 +376,10 @@ def main(argv):
                     r"\S+\+0x[0-9a-f]+", func):
                 func = "??"
                 unknown += 1
+            elif (i < len(ref) and ref[i][0] == "??" and func.endswith("@plt")
+                  and plt_stub_at(obj, vaddr) == func):
+                func = "??"
+                stubs += 1
             norm.append((func, file, num))
         ok = same_lines(obj, vaddr, norm, ref)
         if not ok and len(norm) == len(ref) + 1 and same_lines(obj, vaddr, norm[1:], ref):
@@ -368,8 +397,8 @@ def main(argv):
             print("  addr2line: %s" % ref)
         elif verbose:
             print("ok %s %#x %s" % (os.path.basename(obj), vaddr, norm))
-    print("locations %d mismatched %d tail %d unknown %d" %
-          (compared, mismatched, tails, unknown))
+    print("locations %d mismatched %d tail %d unknown %d plt %d" %
+          (compared, mismatched, tails, unknown, stubs))
     return 1 if mismatched or compared == 0 else 0
 
 

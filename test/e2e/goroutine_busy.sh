@@ -75,9 +75,10 @@ check_quiet() {
 }
 
 # Under ThreadSanitizer the workers spend much of their CPU time in its
-# interceptors around the waits, outside busy_burst.
+# interceptors around the waits, outside busy_burst (39-60% of the running
+# samples with perf events in suite runs).
 min_perf=70 min_timer=40
-tsan_build "$prog" && min_perf=40 min_timer=20
+tsan_build "$prog" && min_perf=30 min_timer=15
 WALL_HZ=100 run perf 4
 if grep -q '^stats perf=[1-9]' "$TMP/perf.out"; then
   check_quiet perf "$min_perf"

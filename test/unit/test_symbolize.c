@@ -2,9 +2,13 @@
  * Tests of the in-process symbolizer against this very binary (built -O1 -g)
  * and the libraries it has loaded: names, files and lines of our own
  * functions, an inlined call, libc, synthetic and unmapped pcs, the mapping
- * list with the main executable first, and a refresh after dlopen.
+ * list with the main executable first, a refresh after dlopen, and the PLT
+ * stubs of this binary (SYMBOL@plt, as objdump names them).
  */
 #include <dlfcn.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
@@ -286,6 +290,79 @@ static void test_refresh_keeps_cache(void) {
   cprof__sym_unlock();
 }
 
+/* The runtime address of the first stub in this binary's PLT section
+ * name that jumps through the GOT (entry 1 of .plt, whose entry 0 calls
+ * the loader; entry 0 of .plt.sec and .plt.got), read from
+ * /proc/self/exe's section headers; 0 if there is no such section. */
+static int64_t main_bias = -1;
+static int first_object(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  (void)data;
+  main_bias = (int64_t)info->dlpi_addr;
+  return 1;
+}
+
+static uintptr_t plt_stub_in(const char *section) {
+  int fd = open("/proc/self/exe", O_RDONLY);
+  if (fd < 0) return 0;
+  static char names[1 << 16];
+  Elf64_Ehdr eh;
+  uintptr_t found = 0;
+  if (pread(fd, &eh, sizeof eh, 0) == (ssize_t)sizeof eh &&
+      eh.e_shentsize == sizeof(Elf64_Shdr) && eh.e_shnum < 256 &&
+      eh.e_shstrndx < eh.e_shnum) {
+    Elf64_Shdr sh[256];
+    size_t len = (size_t)eh.e_shnum * sizeof *sh;
+    if (pread(fd, sh, len, (off_t)eh.e_shoff) == (ssize_t)len &&
+        sh[eh.e_shstrndx].sh_size < sizeof names &&
+        pread(fd, names, sh[eh.e_shstrndx].sh_size,
+              (off_t)sh[eh.e_shstrndx].sh_offset) > 0) {
+      for (int i = 0; i < eh.e_shnum && !found; i++) {
+        if (sh[i].sh_name >= sh[eh.e_shstrndx].sh_size ||
+            strcmp(names + sh[i].sh_name, section) != 0)
+          continue;
+        uint64_t size = sh[i].sh_entsize ? sh[i].sh_entsize : 16;
+        uint64_t at = sh[i].sh_addr + (strcmp(section, ".plt") == 0 ? size : 0);
+        if (at + size <= sh[i].sh_addr + sh[i].sh_size) found = at;
+      }
+    }
+  }
+  close(fd);
+  if (!found) return 0;
+  dl_iterate_phdr(first_object, NULL);
+  return main_bias < 0 ? 0 : (uintptr_t)(found + (uint64_t)main_bias);
+}
+
+/* A sample in a PLT stub is named SYMBOL@plt, a function the binary
+ * imports, and counts as named: no other copy of the binary would name
+ * it better, so its mapping can say it has functions. Every PLT section
+ * this binary has is tried (gcc gives it .plt, and .plt.got for functions
+ * whose address is also taken; with -fcf-protection, .plt.sec). */
+static void test_plt_stub(void) {
+  const char *sections[] = {".plt", ".plt.sec", ".plt.got"};
+  int tried = 0;
+  cprof__sym_lock();
+  cprof__sym_refresh();
+  for (size_t i = 0; i < 3; i++) {
+    uintptr_t stub = plt_stub_in(sections[i]);
+    if (!stub) continue;
+    tried++;
+    const cprof__sym_result *r = cprof__sym_lookup(stub + 4);
+    dump(sections[i], r);
+    CHECK(r != NULL && r->nframes == 1 && r->has_function);
+    if (!r || r->nframes != 1) continue;
+    const cprof__sym_frame *f = &r->frames[0];
+    CHECK(ends_with(f->name, "@plt"));
+    CHECK_STREQ(f->file, "");
+    CHECK(f->start == stub);
+    char sym[256];
+    snprintf(sym, sizeof sym, "%.*s", (int)(strlen(f->name) - 4), f->name);
+    CHECK(strlen(f->name) > 4 && dlsym(RTLD_DEFAULT, sym) != NULL);
+  }
+  cprof__sym_unlock();
+  CHECK(tried > 0); /* gcc's default links always give a .plt */
+}
+
 int main(void) {
   RUN(test_own_function);
   RUN(test_call_site);
@@ -293,6 +370,7 @@ int main(void) {
   RUN(test_mappings);
   RUN(test_libc);
   RUN(test_synthetic_and_unknown);
+  RUN(test_plt_stub);
   RUN(test_refresh_keeps_cache);
   RUN(test_dlopen);
   return TEST_RESULT();
