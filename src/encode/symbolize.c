@@ -942,7 +942,8 @@ static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
        scn = libelf.elf_nextscn(elf, scn)) {
     GElf_Shdr sh;
     if (!libelf.gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-        off < sh.sh_addr || off - sh.sh_addr >= sh.sh_size)
+        !(sh.sh_flags & SHF_ALLOC) || off < sh.sh_addr ||
+        off - sh.sh_addr >= sh.sh_size)
       continue;
     const char *name = libelf.elf_strptr(elf, shstrndx, sh.sh_name);
     if (!name || (strcmp(name, ".plt") != 0 && strcmp(name, ".plt.sec") != 0 &&
@@ -953,13 +954,17 @@ static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
   }
   uint64_t slot = stub ? plt_slot(stub + bias) : 0;
   if (!slot) return NULL;
+  /* .rela.plt (SHF_INFO_LINK: it names the section it patches) first:
+   * it is short, .rela.dyn may hold a relocation per pointer. */
   const char *sym = NULL;
-  for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn && !sym;
-       scn = libelf.elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (libelf.gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA)
-      sym = rela_symbol(elf, scn, &sh, slot - bias);
-  }
+  for (int pass = 0; pass < 2 && !sym; pass++)
+    for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn && !sym;
+         scn = libelf.elf_nextscn(elf, scn)) {
+      GElf_Shdr sh;
+      if (libelf.gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA &&
+          ((sh.sh_flags & SHF_INFO_LINK) != 0) == (pass == 0))
+        sym = rela_symbol(elf, scn, &sh, slot - bias);
+    }
   if (!sym) return NULL;
   char name[512];
   snprintf(name, sizeof name, "%s@plt", sym);
