@@ -93,6 +93,19 @@ long cprof__task_age_ms(int dirfd, pid_t tid) {
   return (long)(now_ms - (long long)(start * 1000 / (unsigned long long)hz));
 }
 
+int cprof__task_has_run(int dirfd, pid_t tid) {
+  char path[64], buf[128];
+  if (dirfd == AT_FDCWD)
+    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
+  else
+    snprintf(path, sizeof path, "%d/schedstat", (int)tid);
+  unsigned long long on_cpu;
+  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0 ||
+      sscanf(buf, "%llu", &on_cpu) != 1)
+    return -1;
+  return on_cpu > 0;
+}
+
 int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   char path[48], buf[512];
   memset(out, 0, sizeof *out);
@@ -178,15 +191,18 @@ const char *cprof__task_state_name(char c) {
 }
 
 /*
- * The thread table: {tid, info} slots, info = own << 31 | exiting << 30 |
- * creating stack id (CPROF__TASK_NO_STACK masked to 30 bits when
- * unknown). A slot's tid is 0 when never used and DEAD when forgotten; a
- * thread that exits is marked exiting and keeps its slot (a collection
- * that finds it on its way out still knows it, cprof's own threads stay
- * out), until a new thread of the same tid takes it over or a new thread
- * finds, on its probe path, that the tid is gone and takes the slot. A
- * lookup that races with a note may see the old info: one thread block
- * without its "created by".
+ * The thread table: slots of one 64-bit word, info << 32 | tid, so that a
+ * thread's tid and what is known of it are published and read together
+ * (with two words, a lookup between a new thread's claim of a slot and its
+ * info could read the slot's previous info: one of cprof's connection
+ * threads, just started, read as the application's). info = own << 31 |
+ * exiting << 30 | creating stack id (CPROF__TASK_NO_STACK masked to 30
+ * bits when unknown). A slot's tid is 0 when never used and DEAD when
+ * forgotten; a thread that exits is marked exiting and keeps its slot (a
+ * collection that finds it on its way out still knows it, cprof's own
+ * threads stay out), until a new thread of the same tid takes it over or
+ * a new thread finds, on its probe path, that the tid is gone and takes
+ * the slot.
  */
 #define TABLE_SLOTS 16384
 #define MAX_PROBE 64
@@ -195,14 +211,14 @@ const char *cprof__task_state_name(char c) {
 #define EXITING_BIT 0x40000000u
 #define SID_MASK 0x3fffffffu
 
-static struct {
-  _Atomic int32_t tid;
-  _Atomic uint32_t info;
-} table[TABLE_SLOTS];
+static _Atomic uint64_t table[TABLE_SLOTS];
 
 static size_t slot_of(pid_t tid) {
   return (size_t)(((uint32_t)tid * 2654435761u) >> 18) & (TABLE_SLOTS - 1);
 }
+
+static pid_t word_tid(uint64_t w) { return (pid_t)(int32_t)(uint32_t)w; }
+static uint32_t word_info(uint64_t w) { return (uint32_t)(w >> 32); }
 
 /* Whether thread tid of this process is gone. */
 static bool gone(pid_t tid) {
@@ -211,31 +227,33 @@ static bool gone(pid_t tid) {
 
 void cprof__task_note(pid_t tid, uint32_t create_sid, bool own) {
   uint32_t info = (own ? OWN_BIT : 0) | (create_sid & SID_MASK);
+  uint64_t want = (uint64_t)info << 32 | (uint32_t)tid;
   size_t at = slot_of(tid);
   int saved_errno = errno;
   for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
-    int32_t cur = atomic_load(&table[at].tid);
-    if (cur == tid) {
-      atomic_store(&table[at].info, info);
-      break;
-    }
-    bool vacant = cur == 0 || cur == DEAD ||
-                ((atomic_load(&table[at].info) & EXITING_BIT) && gone(cur));
-    if (vacant && atomic_compare_exchange_strong(&table[at].tid, &cur, tid)) {
-      atomic_store(&table[at].info, info);
-      break;
+    uint64_t w = atomic_load(&table[at]);
+    /* The slot is this tid's (an earlier thread's of the same tid) or free
+     * to take; a failed exchange reloads w and looks at the slot again. */
+    for (;;) {
+      pid_t cur = word_tid(w);
+      bool mine = cur == tid || cur == 0 || cur == DEAD ||
+                  ((word_info(w) & EXITING_BIT) && gone(cur));
+      if (!mine) break;
+      if (atomic_compare_exchange_strong(&table[at], &w, want)) goto noted;
     }
   }
+noted:
   errno = saved_errno;
 }
 
 void cprof__task_exiting(pid_t tid) {
   size_t at = slot_of(tid);
   for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
-    int32_t cur = atomic_load(&table[at].tid);
+    pid_t cur = word_tid(atomic_load(&table[at]));
     if (cur == 0) return;
     if (cur == tid) {
-      atomic_fetch_or(&table[at].info, EXITING_BIT);
+      /* Still running, so no other thread takes the slot meanwhile. */
+      atomic_fetch_or(&table[at], (uint64_t)EXITING_BIT << 32);
       return;
     }
   }
@@ -244,10 +262,11 @@ void cprof__task_exiting(pid_t tid) {
 bool cprof__task_lookup(pid_t tid, uint32_t *create_sid, bool *own) {
   size_t at = slot_of(tid);
   for (int i = 0; i < MAX_PROBE; i++, at = (at + 1) & (TABLE_SLOTS - 1)) {
-    int32_t cur = atomic_load(&table[at].tid);
+    uint64_t w = atomic_load(&table[at]);
+    pid_t cur = word_tid(w);
     if (cur == 0) return false;
     if (cur == tid) {
-      uint32_t info = atomic_load(&table[at].info);
+      uint32_t info = word_info(w);
       *own = (info & OWN_BIT) != 0;
       *create_sid = (info & SID_MASK) == SID_MASK ? CPROF__TASK_NO_STACK
                                                   : (info & SID_MASK);

@@ -41,6 +41,11 @@ CPROF__HIDDEN int cprof__task_read(int dirfd, pid_t tid, cprof__task *out);
  * /proc/self/task, or AT_FDCWD. */
 CPROF__HIDDEN long cprof__task_age_ms(int dirfd, pid_t tid);
 
+/* 1 when thread tid has spent any time on a CPU (its schedstat), 0 when
+ * it has not run yet (a thread just created, waiting for its first CPU),
+ * -1 when that cannot be read. Normal context. */
+CPROF__HIDDEN int cprof__task_has_run(int dirfd, pid_t tid);
+
 /* tid's state letter from its stat file, or '?'; and, when name is not
  * NULL, its name (the kernel's comm, as in /proc/.../comm), or "". */
 CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid, char *name,

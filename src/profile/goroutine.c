@@ -282,6 +282,9 @@ static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
   if (tid != c->pid) {
     long age = cprof__task_age_ms(c->dirfd, tid);
     if (age >= 0 && age < CPROF__SCAN_SETTLE_MS) return true;
+    /* Older, but not yet given a CPU (on a loaded machine a new thread can
+     * wait longer than that): it has not reached the trampoline either. */
+    if (cprof__task_has_run(c->dirfd, tid) == 0) return true;
   }
   uintptr_t a = cprof__threads_start_function();
   uintptr_t b = cprof__threads_spawn_function();
