@@ -52,10 +52,20 @@ static void parse_syscall(const char *s, cprof__task *t) {
   }
 }
 
+/* The path of thread tid's /proc file `file`, relative to dirfd (an open
+ * /proc/self/task) or absolute for AT_FDCWD. */
+static void task_file(char *path, size_t size, int dirfd, pid_t tid,
+                      const char *file) {
+  if (dirfd == AT_FDCWD)
+    snprintf(path, size, "/proc/self/task/%d/%s", (int)tid, file);
+  else
+    snprintf(path, size, "%d/%s", (int)tid, file);
+}
+
 char cprof__task_state(int dirfd, pid_t tid, char *name, size_t size) {
-  char path[48], buf[512];
+  char path[64], buf[512];
   if (name && size) name[0] = '\0';
-  snprintf(path, sizeof path, "%d/stat", (int)tid);
+  task_file(path, sizeof path, dirfd, tid, "stat");
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return '?';
   /* "TID (COMM) S ...": the name may hold ')' and spaces, so it ends at
    * the last ')'. */
@@ -73,10 +83,7 @@ char cprof__task_state(int dirfd, pid_t tid, char *name, size_t size) {
 
 long cprof__task_age_ms(int dirfd, pid_t tid) {
   char path[64], buf[512];
-  if (dirfd == AT_FDCWD)
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", (int)tid);
-  else
-    snprintf(path, sizeof path, "%d/stat", (int)tid);
+  task_file(path, sizeof path, dirfd, tid, "stat");
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) < 0) return -1;
   const char *p = strrchr(buf, ')'); /* the name may hold spaces */
   if (!p) return -1;
@@ -95,10 +102,7 @@ long cprof__task_age_ms(int dirfd, pid_t tid) {
 
 int cprof__task_has_run(int dirfd, pid_t tid) {
   char path[64], buf[128];
-  if (dirfd == AT_FDCWD)
-    snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", (int)tid);
-  else
-    snprintf(path, sizeof path, "%d/schedstat", (int)tid);
+  task_file(path, sizeof path, dirfd, tid, "schedstat");
   unsigned long long on_cpu;
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0 ||
       sscanf(buf, "%llu", &on_cpu) != 1)
@@ -107,11 +111,11 @@ int cprof__task_has_run(int dirfd, pid_t tid) {
 }
 
 int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
-  char path[48], buf[512];
+  char path[64], buf[512];
   memset(out, 0, sizeof *out);
   out->state = '?';
   out->nr = -1;
-  snprintf(path, sizeof path, "%d/syscall", (int)tid);
+  task_file(path, sizeof path, dirfd, tid, "syscall");
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return -1;
   parse_syscall(buf, out);
   /* The state letter costs a second file: read only where the syscall
