@@ -26,6 +26,7 @@
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -911,7 +912,7 @@ static const char *rela_symbol(Elf *elf, Elf_Scn *rela, const GElf_Shdr *sh,
     return NULL;
   Elf_Data *syms = libelf.elf_getdata(symtab, NULL);
   size_t n = d->d_size / sh->sh_entsize;
-  for (size_t i = 0; syms && i < n; i++) {
+  for (size_t i = 0; syms && i < n && i <= INT_MAX; i++) {
     GElf_Rela r;
     if (!libelf.gelf_getrela(d, (int)i, &r) || r.r_offset != slot) continue;
     GElf_Sym sym;

@@ -266,9 +266,9 @@ static uintptr_t func_start(uintptr_t pc) {
  * or one cprof's table does not know that may be on its way into cprof's
  * trampoline, not yet noted (it may be one of cprof's own, and it runs
  * none of the program's code yet): one other than the main thread started
- * less than CPROF__SCAN_SETTLE_MS ago, or one with a frame of the
- * trampoline's on its stack. A thread on its way out stays in the table, marked exiting.
- * Symbolizer lock held. */
+ * less than CPROF__SCAN_SETTLE_MS ago or not yet run on a CPU, or one with
+ * a frame of the trampoline's on its stack. A thread on its way out stays
+ * in the table, marked exiting. Symbolizer lock held. */
 static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
                      size_t n) {
   uint32_t sid;
@@ -313,7 +313,6 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
   return cprof__records_add(c->out, cprof__stacktab_intern(pcs, n),
                             (uint32_t)tid, v, 4);
 }
-
 
 /* Walks a stack that is not this thread's through copy; a second time
  * when the first walk came to a frame whose record it must search for
