@@ -8,7 +8,7 @@ check() {
   local label=$1 pb=$2 txt=$3
   pprof -top -unit=ms -sample_index=delay "$pb" >"$TMP/top.txt"
   # The consumer waits for a producer that sleeps 5 ms per item, 20 items.
-  expect_match "$TMP/top.txt" '^ +[0-9.]+m?s +[0-9.]+% .* consumer_wait$' "$label: the condvar consumer is named"
+  expect_match "$TMP/top.txt" '^ *[0-9.]+m?s +[0-9.]+% .* consumer_wait$' "$label: the condvar consumer is named"
   ms=$(awk '$NF == "consumer_wait" {v = $1; sub(/ms$/, "", v); if ($1 ~ /us$/) {sub(/us$/, "", v); v /= 1000}; print v}' "$TMP/top.txt")
   awk -v v="$ms" 'BEGIN { exit !(v > 60) }' || fail "$label: consumer_wait delay $ms ms, expected ~100 ms"
   echo "ok: $label: consumer_wait blocked ${ms} ms"

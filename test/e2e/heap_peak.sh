@@ -28,7 +28,7 @@ about "heap at the end" "$(inuse_mb "$TMP/out/heap.pb.gz")" 80
 about "heap_peak" "$(inuse_mb "$TMP/out/heap_peak.pb.gz")" 500
 about "heap_peak after a reset" "$(inuse_mb "$TMP/out/heap_peak_reset.pb.gz")" 80
 pprof -top -sample_index=inuse_space "$TMP/out/heap_peak.pb.gz" >"$TMP/top.txt"
-expect_match "$TMP/top.txt" '^ +[0-9.]+MB +(100|9[0-9](\.[0-9]+)?)% .* peak_site$' "heap_peak: peak_site holds the peak"
+expect_match "$TMP/top.txt" '^ *[0-9.]+MB +(100|9[0-9](\.[0-9]+)?)% .* peak_site$' "heap_peak: peak_site holds the peak"
 pprof -top -sample_index=inuse_space "$TMP/out/heap.pb.gz" >"$TMP/htop.txt"
 expect_match "$TMP/htop.txt" ' end_site$' "heap: end_site is live at the end"
 finish

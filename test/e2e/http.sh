@@ -59,7 +59,7 @@ expect_match "$TMP/cpu_raw.txt" '^samples/count cpu/nanoseconds$' "CPU via pprof
 expect_match "$TMP/cpu_raw.txt" '^Duration: 2' "CPU via pprof -raw: duration 2 s"
 expect_match "$TMP/cpu_raw.txt" ' burn_http ' "CPU via pprof -raw: burn_http"
 pprof -top "$B/profile?seconds=1&hz=250" >"$TMP/cpu_top.txt"
-expect_match "$TMP/cpu_top.txt" '^ +[0-9.]+m?s +[0-9.]+% .* burn_http$' "CPU via pprof -top: burn_http"
+expect_match "$TMP/cpu_top.txt" '^ *[0-9.]+m?s +[0-9.]+% .* burn_http$' "CPU via pprof -top: burn_http"
 st=$(get "$B/profile?seconds=1&hz=500")
 expect_status 200 "$st" "profile with hz"
 [ "$(header Content-Disposition)" = 'attachment; filename="profile"' ] || fail "profile disposition"

@@ -25,9 +25,9 @@ check() {
   expect_match "$TMP/raw.txt" '^PeriodType: contentions count$' "$label: period type"
   expect_match "$TMP/raw.txt" '^Period: 1$' "$label: period 1"
   pprof -top -lines -unit=ms -sample_index=delay "$dir/mutex.pb.gz" >"$TMP/mtop.txt"
-  expect_match "$TMP/mtop.txt" "^ +[0-9.]+m?s +(100|9[0-9](\\.[0-9]+)?)% .* unlock_site .*mutex_contend\\.c:$unlock_line\$" "$label: mutex profile charges the unlock site (line $unlock_line)"
+  expect_match "$TMP/mtop.txt" "^ *[0-9.]+m?s +(100|9[0-9](\\.[0-9]+)?)% .* unlock_site .*mutex_contend\\.c:$unlock_line\$" "$label: mutex profile charges the unlock site (line $unlock_line)"
   pprof -top -lines -unit=ms -sample_index=delay "$dir/block.pb.gz" >"$TMP/btop.txt"
-  expect_match "$TMP/btop.txt" "^ +[0-9.]+m?s +(100|9[0-9](\\.[0-9]+)?)% .* lock_site .*mutex_contend\\.c:$lock_line\$" "$label: block profile names the lock site (line $lock_line)"
+  expect_match "$TMP/btop.txt" "^ *[0-9.]+m?s +(100|9[0-9](\\.[0-9]+)?)% .* lock_site .*mutex_contend\\.c:$lock_line\$" "$label: block profile names the lock site (line $lock_line)"
   within10 "$label mutex" "$dir/mutex.pb.gz" "$measured"
   within10 "$label block" "$dir/block.pb.gz" "$measured"
 

@@ -45,12 +45,12 @@ check() {
 
   # mutex: section is the unlocker, at its declaration line, under worker.
   pprof -top -lines -nodefraction=0 -sample_index=delay "$dir/mutex.pb.gz" >"$TMP/$label.mtop"
-  expect_match "$TMP/$label.mtop" "^ +[0-9.]+(n|u|µ|m)?s +[0-9.]+% .* section [^ ]*nofp_tailcall\\.c:$decl( \\(inline\\))?\$" \
+  expect_match "$TMP/$label.mtop" "^ *[0-9.]+(n|u|µ|m)?s +[0-9.]+% .* section [^ ]*nofp_tailcall\\.c:$decl( \\(inline\\))?\$" \
     "$label: mutex: section is the unlocker (nofp_tailcall.c:$decl, its declaration)"
-  expect_match "$TMP/$label.mtop" "^ +[0-9.]+(n|u|µ|m)?s +[0-9.]+% .* section_counted [^ ]*nofp_tailcall\\.c:$counted_unlock\$" \
+  expect_match "$TMP/$label.mtop" "^ *[0-9.]+(n|u|µ|m)?s +[0-9.]+% .* section_counted [^ ]*nofp_tailcall\\.c:$counted_unlock\$" \
     "$label: mutex: section_counted's own unlock (line $counted_unlock)"
   pprof -traces -sample_index=delay "$dir/mutex.pb.gz" >"$TMP/$label.mtraces"
-  grep -A1 -E '^ +[0-9.]+(n|u|µ|m)?s +section( \(inline\))?$' "$TMP/$label.mtraces" >"$TMP/$label.msection" || true
+  grep -A1 -E '^ *[0-9.]+(n|u|µ|m)?s +section( \(inline\))?$' "$TMP/$label.mtraces" >"$TMP/$label.msection" || true
   grep -qE '^ +worker$' "$TMP/$label.msection" ||
     { cat "$TMP/$label.mtraces" >&2; fail "$label: mutex: section is not directly under worker"; }
   checks=$((checks + 1))
@@ -89,9 +89,9 @@ PY
 
   # cpu: heavy is called by outer, outer by main.
   pprof -peek '^heavy$' "$dir/cpu.pb.gz" >"$TMP/$label.peek" || true
-  expect_match "$TMP/$label.peek" '^ +[0-9.]+(n|u|µ|m)?s +100% \| +outer( \(inline\))?$' "$label: cpu: all of heavy's samples under outer"
+  expect_match "$TMP/$label.peek" '^ *[0-9.]+(n|u|µ|m)?s +100% \| +outer( \(inline\))?$' "$label: cpu: all of heavy's samples under outer"
   pprof -peek '^outer$' "$dir/cpu.pb.gz" >"$TMP/$label.peek2" || true
-  expect_match "$TMP/$label.peek2" '^ +[0-9.]+(n|u|µ|m)?s +100% \| +main$' "$label: cpu: outer under main"
+  expect_match "$TMP/$label.peek2" '^ *[0-9.]+(n|u|µ|m)?s +100% \| +main$' "$label: cpu: outer under main"
   # main's call of outer: one location without the tail line (samples in
   # outer itself), one with it (samples in heavy), at the same address.
   python3 - "$TMP/$label.cpu.raw" "$outer_decl" <<'PY' ||
@@ -123,7 +123,7 @@ PY
   # heap: xalloc, under keep.
   if [ "$heap" = 1 ]; then
     pprof -peek '^xalloc$' -sample_index=alloc_space "$dir/heap.pb.gz" >"$TMP/$label.hpeek" || true
-    expect_match "$TMP/$label.hpeek" '^ +[0-9.]+[kMG]?B +100% \| +keep( \(inline\))?$' "$label: heap: xalloc under keep"
+    expect_match "$TMP/$label.hpeek" '^ *[0-9.]+[kMG]?B +100% \| +keep( \(inline\))?$' "$label: heap: xalloc under keep"
     pprof -top -lines -sample_index=alloc_space "$dir/heap.pb.gz" >"$TMP/$label.htop"
     expect_match "$TMP/$label.htop" " xalloc [^ ]*nofp_tailcall\\.c:$xalloc_decl( \\(inline\\))?\$" \
       "$label: heap: xalloc at its declaration line"

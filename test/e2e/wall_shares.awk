@@ -21,7 +21,7 @@ function flush() {
 $1 == "state:" { state = $2; next }
 $1 == "thread:" { thread = $2; next }
 $1 == "thread_id:" || $1 == "worker:" { next }
-/^ +[0-9.]+[mun]?s +/ && !instack { val = ns($1); instack = 1; if ($2 ~ /^phase_/) fn = $2; next }
+/^ *[0-9.]+[mun]?s +/ && !instack { val = ns($1); instack = 1; if ($2 ~ /^phase_/) fn = $2; next }
 instack && $1 ~ /^phase_/ && fn == "" { fn = $1 }
 END {
   flush()
