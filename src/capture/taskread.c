@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -100,14 +101,19 @@ long cprof__task_age_ms(int dirfd, pid_t tid) {
   return (long)(now_ms - (long long)(start * 1000 / (unsigned long long)hz));
 }
 
-int cprof__task_has_run(int dirfd, pid_t tid) {
+long long cprof__task_cpu_ns(int dirfd, pid_t tid) {
   char path[64], buf[128];
   task_file(path, sizeof path, dirfd, tid, "schedstat");
   unsigned long long on_cpu;
   if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0 ||
-      sscanf(buf, "%llu", &on_cpu) != 1)
+      sscanf(buf, "%llu", &on_cpu) != 1 || on_cpu > (unsigned long long)LLONG_MAX)
     return -1;
-  return on_cpu > 0;
+  return (long long)on_cpu;
+}
+
+int cprof__task_has_run(int dirfd, pid_t tid) {
+  long long on_cpu = cprof__task_cpu_ns(dirfd, tid);
+  return on_cpu < 0 ? -1 : on_cpu > 0;
 }
 
 int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {

@@ -46,6 +46,11 @@ CPROF__HIDDEN long cprof__task_age_ms(int dirfd, pid_t tid);
  * -1 when that cannot be read. Normal context. */
 CPROF__HIDDEN int cprof__task_has_run(int dirfd, pid_t tid);
 
+/* Thread tid's time on a CPU so far, in ns (its schedstat; the kernel
+ * brings a running thread's up to date at its ticks), or -1 when that
+ * cannot be read. Normal context. */
+CPROF__HIDDEN long long cprof__task_cpu_ns(int dirfd, pid_t tid);
+
 /* tid's state letter from its stat file, or '?'; and, when name is not
  * NULL, its name (the kernel's comm, as in /proc/.../comm), or "". */
 CPROF__HIDDEN char cprof__task_state(int dirfd, pid_t tid, char *name,

@@ -61,6 +61,15 @@
 /* How long the collector waits for the running threads' answers, all of
  * them together. */
 #define ANSWER_TIMEOUT_NS (50 * 1000 * 1000)
+/* A profile's running thread that has not answered by then is waited for
+ * while it has had less than STARVED_CPU_NS on a CPU since (its answer
+ * comes when it runs, and on a loaded machine a runnable thread can wait
+ * longer than that for a CPU), up to STARVED_TIMEOUT_NS in all. */
+#define STARVED_CPU_NS (1000 * 1000)
+#define STARVED_TIMEOUT_NS (1000 * 1000 * 1000)
+/* The collector's sleep between its looks past the deadline (each reads
+ * the starved threads' schedstat). */
+#define STARVED_STEP_NS (2 * 1000 * 1000)
 /* How long the collector sleeps between its looks at the threads it
  * asked. */
 #define WAIT_STEP_NS (250 * 1000)
@@ -409,6 +418,36 @@ static int no_answer(collection *c, size_t i) {
  * goes to sleep in the kernel before its answer is read from /proc
  * instead; a sampler's is waited for until its deadline, so that the
  * stack is of its next moment on a CPU. */
+/* cpu_at_deadline's marks: not read yet; given up on. */
+#define NOT_READ (-1)
+#define GAVE_UP (-2)
+
+/* Past the deadline: whether to go on waiting, for some thread that was
+ * still waited for (waited) and has had less than STARVED_CPU_NS on a
+ * CPU since the first look past the deadline (its time then noted in
+ * cpu_at_deadline). A thread that had that much and did not answer, one
+ * that has never run, or one whose time cannot be read, is given up on
+ * (GAVE_UP). */
+static bool starved_wait(collection *c, size_t n, const bool *waited,
+                         long long *cpu_at_deadline) {
+  bool starved = false;
+  for (size_t i = 0; i < n; i++) {
+    if (!waited[i] || cpu_at_deadline[i] == GAVE_UP) continue;
+    long long on = cprof__task_cpu_ns(c->dirfd, c->pending[i].tid);
+    /* One never yet on a CPU has no stack of its own to wait for (and is
+     * left out: left_out). */
+    if (on <= 0 || (cpu_at_deadline[i] != NOT_READ &&
+                   on - cpu_at_deadline[i] >= STARVED_CPU_NS)) {
+      cpu_at_deadline[i] = GAVE_UP;
+      continue;
+    }
+    if (cpu_at_deadline[i] == NOT_READ) cpu_at_deadline[i] = on;
+    starved = true;
+  }
+  if (starved) c->st.starved_waits++;
+  return starved;
+}
+
 static int ask_pending(collection *c) {
   int err = 0;
   int64_t t0 = cprof__mono_ns();
@@ -457,13 +496,22 @@ static int ask_pending(collection *c) {
     c->st.signalled++;
     asked[i] = ASK_SIGNALLED;
   }
-  /* Wait for every answer, with one deadline for all. */
+  /* Wait for every answer, with one deadline for all; a profile's thread
+   * still waiting for a CPU then is waited for longer (starved_wait). */
   int64_t deadline = t0 + c->wait_ns;
+  long long cpu_at_deadline[SLOTS];
+  bool waited[SLOTS];
+  for (size_t i = 0; i < c->npending; i++) {
+    cpu_at_deadline[i] = NOT_READ;
+    waited[i] = false;
+  }
   for (;;) {
     bool waiting = false;
     for (size_t i = 0; i < c->npending; i++) {
       pid_t tid = c->pending[i].tid;
       cprof__task t;
+      if (cpu_at_deadline[i] == GAVE_UP) continue;
+      waited[i] = false;
       if (asked[i] == ASK_PERF) {
         cprof__task_regs r;
         if (cprof__task_sample_get(&perf[i], &r)) {
@@ -471,7 +519,7 @@ static int ask_pending(collection *c) {
           int64_t took = cprof__mono_ns() - t0;
           if (took > c->st.max_answer_ns) c->st.max_answer_ns = took;
         } else if (c->sampler || !asleep(c, tid, &t)) {
-          waiting = true;
+          waiting = waited[i] = true;
           continue;
         } else {
           c->st.slept++;
@@ -485,7 +533,7 @@ static int ask_pending(collection *c) {
       uint64_t w = atomic_load(&slots[i].word);
       if (w != (gen[i] << 2 | REQ_WAITING) && w != (gen[i] << 2 | REQ_WRITING))
         continue;
-      waiting = true;
+      waiting = waited[i] = true;
       if (!c->sampler && w == (gen[i] << 2 | REQ_WAITING) &&
           asleep(c, tid, &t) && withdraw(&slots[i], gen[i])) {
         timer_delete(timers[i]);
@@ -495,10 +543,14 @@ static int ask_pending(collection *c) {
       }
     }
     int64_t now = cprof__mono_ns();
-    if (!waiting || now >= deadline) break;
+    if (!waiting) break;
+    if (now >= deadline &&
+        (c->sampler || now >= t0 + STARVED_TIMEOUT_NS ||
+         !starved_wait(c, c->npending, waited, cpu_at_deadline)))
+      break;
     /* Answers come at the threads' timer interrupts: the collector sleeps
      * between its looks. */
-    struct timespec ts = {0, WAIT_STEP_NS};
+    struct timespec ts = {0, now < deadline ? WAIT_STEP_NS : STARVED_STEP_NS};
     nanosleep(&ts, NULL);
   }
   for (size_t i = 0; i < c->npending; i++)

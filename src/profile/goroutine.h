@@ -38,14 +38,15 @@ CPROF__HIDDEN int cprof__goroutine_sample(cprof__records *out,
  * answered that way), how many were asked for the signal
  * (cprof__task_ask_on_cpu),
  * how many of those went to sleep first and were read instead, and how
- * many could not be asked (no timer); the whole collection's wall time
- * and the slowest answer; and, over the process's life, how many signals
+ * many could not be asked (no timer); how many looks past the deadline
+ * waited on for a thread still waiting for a CPU; the whole collection's
+ * wall time and the slowest answer; and, over the process's life, how many signals
  * the handler found had cut a system call short (never expected to be
  * nonzero), and how many threads were sampled by perf events and asked
  * for the signal in all. Thread-safe. */
 typedef struct cprof__goroutine_stats {
   int threads, answered, read, signalled, slept, no_timer, perf,
-      perf_answered;
+      perf_answered, starved_waits;
   int64_t total_ns, max_answer_ns, interrupted;
   int64_t perf_total, signalled_total; /* over the process's life */
 } cprof__goroutine_stats;

@@ -139,11 +139,11 @@ int main(int argc, char **argv) {
   if (!err) err = write_to(argv[1], "threads1.txt", 1);
   if (!err) err = write_to(argv[1], "threads.pb.gz", 0);
   printf("threads=%d answered=%d read=%d perf=%d perf_answered=%d "
-         "signalled=%d slept=%d interrupted=%lld "
+         "signalled=%d slept=%d starved_waits=%d interrupted=%lld "
          "total_us=%lld per_thread_us=%.1f "
          "max_answer_us=%.1f max_spinner_gap_us=%.1f\n",
          st.threads, st.answered, st.read, st.perf, st.perf_answered,
-         st.signalled, st.slept,
+         st.signalled, st.slept, st.starved_waits,
          (long long)st.interrupted, (long long)(st.total_ns / 1000),
          st.threads ? st.total_ns / 1e3 / st.threads : 0.0,
          st.max_answer_ns / 1e3, atomic_load(&max_gap_ns) / 1e3);

@@ -19,9 +19,10 @@
 
 #include "capture/taskread.h"
 #include "cprof.h"
+#include "profile/goroutine.h"
 #include "testutil.h"
 
-static atomic_int spinning, stop_spin;
+static atomic_int spinning, stop_spin, spin_ms = 400;
 static int pipefd[2];
 
 static void sleep_ms(long ms) {
@@ -39,10 +40,11 @@ static void *spinner(void *arg) {
   atomic_store(&spinning, 1);
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
-  do { /* at most 400 ms, whatever happens to the test */
+  do { /* at most spin_ms, whatever happens to the test */
     clock_gettime(CLOCK_MONOTONIC, &t);
   } while (!atomic_load(&stop_spin) &&
-           (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 400);
+           (t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 <
+               atomic_load(&spin_ms));
   return NULL;
 }
 
@@ -135,12 +137,70 @@ static void test_unrun_thread(void) {
   pthread_attr_destroy(&on0);
 }
 
+static atomic_int starved_stop, starved_started;
+
+__attribute__((noinline)) static void *starved_spin(void *arg) {
+  (void)arg;
+  atomic_store(&starved_started, 1);
+  while (!atomic_load(&starved_stop)) {
+  }
+  return NULL;
+}
+
+static void test_starved_thread(void) {
+  cpu_set_t one, zero;
+  CPU_ZERO(&one);
+  CPU_SET(1, &one);
+  CPU_ZERO(&zero);
+  CPU_SET(0, &zero);
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
+      pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) {
+    printf("  skip: needs two CPUs\n");
+    return;
+  }
+  CHECK_EQ_INT(cprof_enable(), 0);
+  pthread_attr_t on0;
+  pthread_attr_init(&on0);
+  pthread_attr_setaffinity_np(&on0, sizeof zero, &zero);
+  pthread_t spin, target;
+  CHECK_EQ_INT(pthread_create(&target, &on0, starved_spin, NULL), 0);
+  while (!atomic_load(&starved_started)) sleep_ms(1);
+  sleep_ms(30); /* past the settle time */
+  atomic_store(&stop_spin, 0);
+  atomic_store(&spinning, 0);
+  atomic_store(&spin_ms, 200);
+  CHECK_EQ_INT(pthread_create(&spin, &on0, spinner, NULL), 0);
+  while (atomic_load(&spinning) == 0) sleep_ms(1);
+  if (atomic_load(&spinning) < 0) {
+    printf("  skip: SCHED_FIFO is not allowed here\n");
+  } else {
+    char *text = goroutine_text();
+    cprof__goroutine_stats st;
+    cprof__goroutine_last_stats(&st);
+    CHECK(text && strstr(text, "starved_spin"));
+    CHECK(text && !strstr(text, "did_not_answer"));
+    CHECK(st.starved_waits >= 1);
+    CHECK(st.total_ns >= 100 * 1000 * 1000);
+    printf("  the collection took %.0f ms, %d looks past its deadline\n",
+           st.total_ns / 1e6, st.starved_waits);
+    if (text && !strstr(text, "starved_spin")) fprintf(stderr, "%s", text);
+    free(text);
+  }
+  atomic_store(&stop_spin, 1);
+  pthread_join(spin, NULL);
+  atomic_store(&starved_stop, 1);
+  pthread_join(target, NULL);
+  pthread_attr_destroy(&on0);
+}
+
 int main(void) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   printf("skip: the sanitizers' pthread_create waits for the new thread\n");
   (void)test_unrun_thread;
+  (void)test_starved_thread;
 #else
   RUN(test_unrun_thread);
+  RUN(test_starved_thread);
 #endif
   return TEST_RESULT();
 }
