@@ -25,7 +25,7 @@ expect_match "$d2" '^goroutine [0-9]+ \[sleeping, syscall (clock_nanosleep|nanos
 expect_match "$d2" '^goroutine [0-9]+ \[sleeping, syscall futex, name=locker\]:$' "a locker waits in futex"
 expect_match "$d2" '^created by main$' "created by the function that called pthread_create"
 expect_no_match "$d2" 'contention\.c' "no frame of cprof's lock interposers in debug=2"
-expect_no_match "$TMP/threads1.txt" 'contention\.c|registry\.c|profilez\.c' "no cprof frame in debug=1"
+expect_no_match "$TMP/threads1.txt" '/(contention|registry|profilez)\.c:' "no cprof frame in debug=1"
 expect_no_match "$d2" ':0( |$)' "no frame with line 0"
 # The @ line has return addresses: each is one past its # line's call site.
 python3 - "$TMP/threads1.txt" <<'PY' || fail "an @ address is not its # address + 1"
@@ -57,7 +57,19 @@ expect_match "$d2" '^worker_sleep\(\.\.\.\)$' "a sleeping thread shows worker_sl
 expect_match "$d2" '^main\(\.\.\.\)$' "the collecting thread shows main"
 expect_match "$d2" '^worker_blocks_quietly\(\.\.\.\)$' "a sleeping thread that blocks signals is read from /proc and shows its function"
 if grep -q ' perf=[1-9]' "$TMP/stats.txt"; then
-  expect_match "$d2" '^worker_blocks_signals\(\.\.\.\)$' "the spinning thread that blocks signals is sampled by a perf event and shows its function"
+  # Under ThreadSanitizer the sample can land in its trace-switch thunk,
+  # whose CFA is in rbx, a rule the walk does not follow (docs/
+  # unwinding.md): that block then ends there. Such a run is taken again.
+  blocker=$d2
+  for again in 1 2; do
+    grep -Eq '^worker_blocks_signals\(\.\.\.\)$' "$blocker" && break
+    awk '/name=blocker\]/ {on = 1; next} on && /^$/ {exit} on && /^__tsan_[a-z_]*_thunk\(/ {t = 1} END {exit !t}' "$blocker" || break
+    echo "note: the blocker was sampled in TSan's thunk; taking the profile again"
+    mkdir -p "$TMP/again$again"
+    "$prog" "$TMP/again$again" >/dev/null
+    blocker=$TMP/again$again/threads2.txt
+  done
+  expect_match "$blocker" '^worker_blocks_signals\(\.\.\.\)$' "the spinning thread that blocks signals is sampled by a perf event and shows its function"
   expect_match "$TMP/stats.txt" ' perf_answered=[1-9]' "running threads answered through perf events"
   # Without perf events the running threads get the signal, through a
   # timer on their own CPU clock; the one that blocks it is reported.
