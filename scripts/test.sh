@@ -12,13 +12,26 @@ fuzz_seconds=${FUZZ_SECONDS:-15}
 passed=0
 failed=0
 
+flaky=()
+
 # Runs ctest in a build directory and adds its counts to the totals
 # (only the stress test when STRESS_ONLY is set, as `make stress` does).
+# A test that fails is run once more (TEST_ATTEMPTS=1: never): many check
+# shares of samples and timings on a machine shared with the other tests,
+# and one slow moment should not fail the suite. A test that needed its
+# second run is still listed, with its first run's output above, at the
+# end as flaky; one that fails twice fails the suite.
 run_ctest() {
   local dir=$1 log filter=()
   [ -n "${STRESS_ONLY:-}" ] && filter=(-R e2e/stress)
   log=$(mktemp)
-  if ctest --test-dir "$dir" --output-on-failure -j"$jobs" "${filter[@]}" 2>&1 | tee "$log"; then :; fi
+  if ctest --test-dir "$dir" --output-on-failure -j"$jobs" \
+    --repeat until-pass:"${TEST_ATTEMPTS:-2}" "${filter[@]}" 2>&1 | tee "$log"; then :; fi
+  local t
+  while read -r t; do
+    grep -Eq "^ *([0-9]+/[0-9]+ )?Test +#[0-9]+: $t \.+ +Passed" "$log" &&
+      flaky+=("$dir: $t")
+  done < <(sed -nE 's/^ *([0-9]+\/[0-9]+ )?Test +#[0-9]+: ([^ ]+) \.+\*\*\*(Failed|Timeout|Exception).*/\2/p' "$log" | sort -u)
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1 || true)
   rm -f "$log"
@@ -107,5 +120,6 @@ stage_fuzz() {
 stages=${1:-build asan tsan fuzz}
 for s in $stages; do "stage_$s"; done
 echo
-echo "all stages: $passed passed, $failed failed"
+for t in "${flaky[@]}"; do echo "flaky: $t failed once, passed when run again"; done
+echo "all stages: $passed passed, $failed failed, ${#flaky[@]} passed on a second run"
 [ "$failed" -eq 0 ]
