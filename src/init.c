@@ -38,6 +38,7 @@
 #include "source/contention.h"
 #include "sink/dump.h"
 #include "base/env.h"
+#include "exit.h"
 #include "source/heap.h"
 #include "sink/http.h"
 #include "base/mem.h"
@@ -322,6 +323,7 @@ __attribute__((constructor)) static void cprof__init(void) {
     detach_environment(follow == 1);
   }
   /* Last: dumps start profiles the other modules provide. */
+  cprof__exit_init();
   cprof__dump_env_init();
   cprof__http_env_init();
   cprof__push_env_init();

@@ -23,7 +23,7 @@
  * plus the program's own handler, through its pointer. At normal exit an atexit
  * handler dumps on the exiting thread, with the dump signals held off.
  *
- * _exit and _Exit are interposed: in the process that configured dumps,
+ * _exit and _Exit are interposed (src/exit.c): in the process that configured dumps,
  * they ask the dumper for the final dump, as a terminating signal does,
  * and wait for it (at most DUMP_WAIT_MS) before the real one runs; only
  * getpid, atomics and futexes, since _exit may be called from a signal
@@ -675,13 +675,10 @@ void cprof__dump_exec_attempt(pid_t pid) {
     atomic_store(&exec_tried, true);
 }
 
-/* _exit and _Exit, from libc (or a sanitizer's interceptor) underneath. */
-typedef void (*exit_fn)(int);
-static _Atomic(exit_fn) real_exit, real_Exit;
-
-/* The final dump before _exit: in the process that configured dumps only,
- * once, and never by the thread writing it. Async-signal-safe. */
-static void dump_before_exit(void) {
+/* The final dump before _exit (src/exit.c): in the process that
+ * configured dumps only, once, and never by the thread writing it.
+ * Async-signal-safe. */
+void cprof__dump_before_exit(void) {
   if (!own_process() || getpid() != atomic_load(&origin_pid) ||
       atomic_load(&final_done))
     return;
@@ -693,17 +690,6 @@ static void dump_before_exit(void) {
   }
   wait_final();
 }
-
-static _Noreturn void exit_through(_Atomic(exit_fn) *real, int status) {
-  dump_before_exit();
-  exit_fn f = atomic_load(real);
-  if (f) f(status);
-  for (;;) syscall(SYS_exit_group, status);
-}
-
-CPROF_EXPORT void _exit(int status) { exit_through(&real_exit, status); }
-
-CPROF_EXPORT void _Exit(int status) { exit_through(&real_Exit, status); }
 
 /* Sets the rates the spec gives, process-wide (the heap sampling rate,
  * the mutex fraction, the block rate); a windowed profile's rate is its
@@ -800,10 +786,6 @@ int cprof_dump_configure(const char *text, char *errbuf, size_t errlen) {
 }
 
 void cprof__dump_env_init(void) {
-  /* Resolved whether or not dumps are configured: _exit is interposed
-   * for the whole life of the process. */
-  atomic_store(&real_exit, (exit_fn)dlsym(RTLD_NEXT, "_exit"));
-  atomic_store(&real_Exit, (exit_fn)dlsym(RTLD_NEXT, "_Exit"));
   const char *text = cprof__env_str("CPROF_DUMP");
   if (!text) return;
   char why[320];

@@ -23,5 +23,10 @@ CPROF__HIDDEN void cprof__dump_env_init(void);
  * state belongs to) it does nothing. */
 CPROF__HIDDEN void cprof__dump_exec_attempt(pid_t pid);
 
+/* Asks the dumper for the final dump and waits for it (at most
+ * DUMP_WAIT_MS), in the process that configured dumps; elsewhere returns
+ * at once. For the _exit interposers (src/exit.c). Async-signal-safe. */
+CPROF__HIDDEN void cprof__dump_before_exit(void);
+
 
 #endif
