@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -85,7 +86,9 @@
   X(v, dwfl_module_getsym_info, dwfl_module_getsym_info) \
   X(v, dwfl_module_getsymtab, dwfl_module_getsymtab) \
   X(v, dwfl_module_info, dwfl_module_info) \
+  X(v, dwfl_offline_section_address, dwfl_offline_section_address) \
   X(v, dwfl_report_begin, dwfl_report_begin) \
+  X(v, dwfl_report_offline, dwfl_report_offline) \
   X(v, dwfl_report_end, dwfl_report_end)
 CPROF__DYNLIB_DEFINE(libdw, LIBDW_FNS, "libdw.so.1")
 
@@ -125,6 +128,12 @@ static struct {
   demangle_fn demangle;
   struct module_syms *modsyms; /* a list, one per module looked up */
   cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
+  /* An image resolved offline (cprof__sym_scan_image): "memory" is read
+   * from its loadable segments, never from the process. */
+  const unsigned char *image;
+  size_t image_len;
+  Elf *image_elf;
+  uint64_t image_bias;
 } S;
 
 static pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -835,7 +844,10 @@ static bool symbol_language(Dwarf_Die *cu) {
 
 /* Copies len bytes of the process's memory at addr; false when unreadable
  * (an object unloaded meanwhile, say). */
+static bool read_image(uint64_t addr, void *out, size_t len);
+
 static bool read_mem(uint64_t addr, void *out, size_t len) {
+  if (S.image) return read_image(addr, out, len);
   return addr >= 4096 && cprof__safe_read((uintptr_t)addr, out, len);
 }
 
@@ -1292,4 +1304,118 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   cprof__guard_exit();
   cprof__hmap_put(&S.cache, pc, (uint64_t)(uintptr_t)r);
   return r;
+}
+
+/*
+ * Offline: an ELF image given as bytes, resolved as a loaded object's
+ * addresses are (symbolize.h). Its "memory" (the .eh_frame_hdr table, PLT
+ * stubs) is read from the file bytes of its loadable segments.
+ */
+
+static bool read_image(uint64_t addr, void *out, size_t len) {
+  size_t nphdr = 0;
+  if (!S.image_elf || libelf.elf_getphdrnum(S.image_elf, &nphdr) != 0)
+    return false;
+  uint64_t off = addr - S.image_bias;
+  for (size_t i = 0; i < nphdr && i <= INT_MAX; i++) {
+    GElf_Phdr ph;
+    if (!libelf.gelf_getphdr(S.image_elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+        off < ph.p_vaddr || off - ph.p_vaddr >= ph.p_filesz ||
+        len > ph.p_filesz - (off - ph.p_vaddr))
+      continue;
+    uint64_t at = ph.p_offset + (off - ph.p_vaddr);
+    if (at < ph.p_offset || at > S.image_len || len > S.image_len - at)
+      return false;
+    memcpy(out, S.image + at, len);
+    return true;
+  }
+  return false;
+}
+
+/* No separate debug file is looked for: the image is all there is. */
+static int no_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                        GElf_Addr base, const char *file_name,
+                        const char *debuglink_file, GElf_Word debuglink_crc,
+                        char **debuginfo_file_name) {
+  (void)mod, (void)userdata, (void)modname, (void)base, (void)file_name;
+  (void)debuglink_file, (void)debuglink_crc, (void)debuginfo_file_name;
+  return -1;
+}
+
+/* The addresses scan_image resolves: spread over the module, and each
+ * function symbol's first address, last byte and one past it. */
+#define SCAN_SPREAD 64
+#define SCAN_SYMBOLS 128
+
+static size_t resolve_checked(uintptr_t pc) {
+  cprof__sym_result r;
+  memset(&r, 0, sizeof r);
+  r.mapping = -1;
+  resolve(&r, pc);
+  for (int i = 0; i < r.nframes; i++)
+    if (!r.frames[i].name || !r.frames[i].system_name || !r.frames[i].file)
+      abort(); /* a frame always has its strings */
+  return r.nframes > 0;
+}
+
+int cprof__sym_scan_image(const unsigned char *data, size_t len,
+                          size_t *resolved) {
+  *resolved = 0;
+  cprof__sym_lock();
+  drop_state();
+  if (!load_libdw()) {
+    cprof__sym_unlock();
+    return CPROF_ESYS;
+  }
+  int fd = memfd_create("cprof-image", MFD_CLOEXEC);
+  int err = CPROF_ESYS;
+  size_t done = 0;
+  while (fd >= 0 && done < len) {
+    ssize_t w = write(fd, data + done, len - done);
+    if (w <= 0) break;
+    done += (size_t)w;
+  }
+  static Dwfl_Callbacks offline = {.find_debuginfo = no_debuginfo};
+  offline.section_address = libdw.dwfl_offline_section_address;
+  cprof__guard_enter();
+  S.dwfl = fd >= 0 && done == len ? libdw.dwfl_begin(&offline) : NULL;
+  Dwfl_Module *mod = NULL;
+  if (S.dwfl) {
+    libdw.dwfl_report_begin(S.dwfl);
+    /* libdw owns fd from here, and closes it at dwfl_end. */
+    mod = libdw.dwfl_report_offline(S.dwfl, "image", "image", fd);
+    fd = -1;
+    if (libdw.dwfl_report_end(S.dwfl, NULL, NULL) != 0) mod = NULL;
+  }
+  Dwarf_Addr low = 0, high = 0, bias = 0;
+  if (mod) {
+    libdw.dwfl_module_info(mod, NULL, &low, &high, NULL, NULL, NULL, NULL);
+    S.image_elf = libdw.dwfl_module_getelf(mod, &bias);
+  }
+  if (mod && S.image_elf && high > low) {
+    S.image = data;
+    S.image_len = len;
+    S.image_bias = bias;
+    S.ready = true;
+    err = 0;
+    for (uint64_t k = 0; k < SCAN_SPREAD; k++)
+      *resolved += resolve_checked(low + (high - low) / SCAN_SPREAD * k);
+    module_syms *m = syms_of(mod);
+    for (size_t i = 0; m && i < m->n && i < SCAN_SYMBOLS; i++) {
+      const func_sym *f = &m->syms[i];
+      *resolved += resolve_checked(f->addr);
+      if (f->size) {
+        *resolved += resolve_checked(f->addr + f->size - 1);
+        *resolved += resolve_checked(f->addr + f->size);
+      }
+    }
+  }
+  cprof__guard_exit();
+  if (fd >= 0) close(fd);
+  S.image = NULL;
+  S.image_len = 0;
+  S.image_elf = NULL;
+  drop_state();
+  cprof__sym_unlock();
+  return err;
 }

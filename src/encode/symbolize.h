@@ -87,4 +87,14 @@ CPROF__HIDDEN const cprof__sym_result *cprof__sym_lookup(uintptr_t pc);
  * the same lifetime. */
 CPROF__HIDDEN const cprof__sym_callee *cprof__sym_callee_of(uintptr_t pc);
 
+/* Resolves addresses across an ELF image given as bytes (a file's
+ * contents), as the symbolizer resolves a loaded object's: spread over the
+ * object, and at and around each function symbol; no separate debug file
+ * is looked for, and nothing is read from the process's memory. For the
+ * fuzzer (fuzz/fuzz_elfsym.c): it drops the symbolizer's state, before
+ * and after. 0, or CPROF_ESYS when libdw cannot take the image at all;
+ * *resolved gets how many addresses had a frame. Normal context. */
+CPROF__HIDDEN int cprof__sym_scan_image(const unsigned char *data, size_t len,
+                                        size_t *resolved);
+
 #endif

@@ -363,6 +363,38 @@ static void test_plt_stub(void) {
   CHECK(tried > 0); /* gcc's default links always give a .plt */
 }
 
+/* The fuzzer's entry (fuzz/fuzz_elfsym.c): this test's own executable,
+ * given as bytes, resolves; a prefix of it and bytes that are no ELF file
+ * are refused or resolve what they hold, without a crash; and the live
+ * symbolizer works again afterwards. */
+static void test_scan_image(void) {
+  int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  CHECK(fd >= 0);
+  size_t cap = 64 << 20, len = 0;
+  unsigned char *img = malloc(cap);
+  CHECK(img != NULL);
+  ssize_t n;
+  while (img && len < cap && (n = read(fd, img + len, cap - len)) > 0)
+    len += (size_t)n;
+  close(fd);
+  size_t resolved = 0;
+  CHECK_EQ_INT(cprof__sym_scan_image(img, len, &resolved), 0);
+  /* 64 spread addresses, and three around each of this test's functions. */
+  CHECK(resolved > 64);
+  printf("  own executable: %zu addresses resolved\n", resolved);
+  size_t part = 0;
+  cprof__sym_scan_image(img, 4096, &part); /* headers only: anything goes */
+  CHECK(part <= resolved);
+  memset(img, 0x41, 4096);
+  CHECK_EQ_INT(cprof__sym_scan_image(img, 4096, &resolved), CPROF_ESYS);
+  CHECK_EQ_INT((int)resolved, 0);
+  free(img);
+  cprof__sym_lock();
+  const cprof__sym_result *r = cprof__sym_lookup((uintptr_t)target_function);
+  CHECK(r && r->nframes >= 1 && strcmp(r->frames[0].name, "target_function") == 0);
+  cprof__sym_unlock();
+}
+
 int main(void) {
   RUN(test_own_function);
   RUN(test_call_site);
@@ -371,6 +403,7 @@ int main(void) {
   RUN(test_libc);
   RUN(test_synthetic_and_unknown);
   RUN(test_plt_stub);
+  RUN(test_scan_image);
   RUN(test_refresh_keeps_cache);
   RUN(test_dlopen);
   return TEST_RESULT();
