@@ -39,12 +39,23 @@ for (let i = 0; i < args.length; i++) {
 if (!opt.urls.length) { console.error('usage: cdp.js URL [options]'); process.exit(2); }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const dataDir = fs.mkdtempSync(path.join(process.env.CPROF_TEST_TMP || os.tmpdir(), 'chrome-'));
-const chrome = spawn('chromium', ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
-  '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows',
-  '--remote-debugging-port=0', '--user-data-dir=' + dataDir, '--window-size=' + opt.width + ',' + opt.height, 'about:blank'],
-  { stdio: ['ignore', 'ignore', 'ignore'] });
+// Chromium is started again, once, if it exits before it opens its
+// debugging port (a start-up crash on a loaded machine); what it printed
+// is shown either way.
+let dataDir = null, chrome = null, chromeExit = null, chromeErr = '';
+function startChrome() {
+  dataDir = fs.mkdtempSync(path.join(process.env.CPROF_TEST_TMP || os.tmpdir(), 'chrome-'));
+  chromeExit = null;
+  chromeErr = '';
+  chrome = spawn('chromium', ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage',
+    '--disable-background-timer-throttling', '--disable-renderer-backgrounding', '--disable-backgrounding-occluded-windows',
+    '--remote-debugging-port=0', '--user-data-dir=' + dataDir, '--window-size=' + opt.width + ',' + opt.height, 'about:blank'],
+    { stdio: ['ignore', 'ignore', 'pipe'] });
+  chrome.stderr.on('data', (d) => { chromeErr = (chromeErr + d).slice(-2000); });
+  chrome.on('exit', (code, sig) => { chromeExit = sig || code; });
+}
+startChrome();
 
 function finish(code, out) {
   if (out) process.stdout.write(JSON.stringify(out, null, 1) + '\n');
@@ -55,10 +66,18 @@ setTimeout(() => { console.error('cdp.js: gave up after the timeout'); finish(1)
 
 (async () => {
   let port = 0;
-  for (let i = 0; i < 300 && !port; i++) {
-    try { port = +fs.readFileSync(path.join(dataDir, 'DevToolsActivePort'), 'utf8').split('\n')[0]; } catch (e) { await sleep(100); }
+  for (let i = 0, starts = 1; i < 300 && !port; i++) {
+    try { port = +fs.readFileSync(path.join(dataDir, 'DevToolsActivePort'), 'utf8').split('\n')[0]; } catch (e) { /* not yet */ }
+    if (port) break;
+    if (chromeExit !== null && starts < 2) {
+      console.error('cdp.js: Chromium exited (' + chromeExit + ') before opening its debugging port; starting it again. It printed:\n' + chromeErr);
+      try { fs.rmSync(dataDir, { recursive: true, force: true }); } catch (e) { /* best effort */ }
+      startChrome();
+      starts++;
+    }
+    await sleep(100);
   }
-  if (!port) throw new Error('Chromium did not open its debugging port');
+  if (!port) throw new Error('Chromium did not open its debugging port' + (chromeExit !== null ? ' (it exited: ' + chromeExit + ')' : '') + '; it printed:\n' + chromeErr);
   let target = null;
   for (let i = 0; i < 100 && !target; i++) {
     try { target = (await (await fetch('http://127.0.0.1:' + port + '/json/list')).json()).find((t) => t.type === 'page'); } catch (e) { /* not yet */ }
