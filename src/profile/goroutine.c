@@ -409,15 +409,6 @@ static int no_answer(collection *c, size_t i) {
   return add_record(c, tid, pcs, 0, state, GOT_NO_ANSWER, -1);
 }
 
-/* Asks the pending (running) threads for their stacks, all at once, and
- * records each answer, or why there is none. No thread is sent a signal
- * while it could be waiting: each gets a perf event that samples it when
- * a timer interrupt finds it in user code (tasksample.h) or, where perf
- * events are refused, a one-shot timer on its own CPU clock whose signal
- * comes while it runs (cprof__task_ask_on_cpu). A profile's thread that
- * goes to sleep in the kernel before its answer is read from /proc
- * instead; a sampler's is waited for until its deadline, so that the
- * stack is of its next moment on a CPU. */
 /* cpu_at_deadline's marks: not read yet; given up on. */
 #define NOT_READ (-1)
 #define GAVE_UP (-2)
@@ -448,6 +439,16 @@ static bool starved_wait(collection *c, size_t n, const bool *waited,
   return starved;
 }
 
+/* Asks the pending (running) threads for their stacks, all at once, and
+ * records each answer, or why there is none. No thread is sent a signal
+ * while it could be waiting: each gets a perf event that samples it when
+ * a timer interrupt finds it in user code (tasksample.h) or, where perf
+ * events are refused, a one-shot timer on its own CPU clock whose signal
+ * comes while it runs (cprof__task_ask_on_cpu). A profile's thread that
+ * goes to sleep in the kernel before its answer is read from /proc
+ * instead; a sampler's is waited for until its deadline, so that the
+ * stack is of its next moment on a CPU. A profile's thread still waiting
+ * for a CPU at the deadline is waited for longer (starved_wait). */
 static int ask_pending(collection *c) {
   int err = 0;
   int64_t t0 = cprof__mono_ns();
