@@ -77,23 +77,29 @@ static char *goroutine_text(void) {
   return text;
 }
 
-static void test_unrun_thread(void) {
-  cpu_set_t one;
+/* Moves the calling thread to CPU 1 and makes *on0 the attributes of a
+ * thread pinned to CPU 0; false (the test skipped) without two CPUs. */
+static bool split_cpus(pthread_attr_t *on0) {
+  cpu_set_t one, zero;
   CPU_ZERO(&one);
   CPU_SET(1, &one);
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
       pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) {
     printf("  skip: needs two CPUs\n");
-    return;
+    return false;
   }
-  CHECK_EQ_INT(cprof_enable(), 0);
-  CHECK_EQ_INT(pipe(pipefd), 0);
-  pthread_attr_t on0;
-  cpu_set_t zero;
   CPU_ZERO(&zero);
   CPU_SET(0, &zero);
-  pthread_attr_init(&on0);
-  pthread_attr_setaffinity_np(&on0, sizeof zero, &zero);
+  pthread_attr_init(on0);
+  pthread_attr_setaffinity_np(on0, sizeof zero, &zero);
+  return true;
+}
+
+static void test_unrun_thread(void) {
+  pthread_attr_t on0;
+  if (!split_cpus(&on0)) return;
+  CHECK_EQ_INT(cprof_enable(), 0);
+  CHECK_EQ_INT(pipe(pipefd), 0);
   pthread_t spin, target;
   CHECK_EQ_INT(pthread_create(&spin, &on0, spinner, NULL), 0);
   while (atomic_load(&spinning) == 0) sleep_ms(1);
@@ -148,20 +154,9 @@ __attribute__((noinline)) static void *starved_spin(void *arg) {
 }
 
 static void test_starved_thread(void) {
-  cpu_set_t one, zero;
-  CPU_ZERO(&one);
-  CPU_SET(1, &one);
-  CPU_ZERO(&zero);
-  CPU_SET(0, &zero);
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2 ||
-      pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) {
-    printf("  skip: needs two CPUs\n");
-    return;
-  }
-  CHECK_EQ_INT(cprof_enable(), 0);
   pthread_attr_t on0;
-  pthread_attr_init(&on0);
-  pthread_attr_setaffinity_np(&on0, sizeof zero, &zero);
+  if (!split_cpus(&on0)) return;
+  CHECK_EQ_INT(cprof_enable(), 0);
   pthread_t spin, target;
   CHECK_EQ_INT(pthread_create(&target, &on0, starved_spin, NULL), 0);
   while (!atomic_load(&starved_started)) sleep_ms(1);
