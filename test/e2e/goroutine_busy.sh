@@ -8,8 +8,9 @@
 # (debug 0, 1, 2) every few milliseconds, no call returns EINTR, both
 # with perf events (where the kernel allows them) and with
 # CPROF_PERF_EVENTS=0 (a timer on the thread's own CPU clock); the wall
-# profile's running samples are mostly in busy_burst (70% with perf
-# events, 40% without). The control: the program
+# profile's running samples are mostly in busy_burst, measured against
+# the share of their CPU time the workers themselves clocked in it. The
+# control: the program
 # sending cprof's signal itself every 2 ms cuts calls short, and the
 # handler counts them.
 source "$(dirname "$0")/lib.bash"
@@ -49,10 +50,11 @@ run() {
   cat "$TMP/$name.out"
 }
 
-# check_quiet NAME MIN: no EINTR, and busy_burst holds at least MIN% of
-# the running samples.
+# check_quiet NAME MARGIN: no EINTR, and busy_burst holds at least the
+# share of the workers' CPU time their own clocks put in it, less MARGIN
+# points (or, under TSan, the fixed floor $tsan_floor_NAME).
 check_quiet() {
-  local name=$1 min=$2
+  local name=$1 margin=$2
   local calls
   calls=$(sed -n 's/^calls=\([0-9]*\) .*/\1/p' "$TMP/$name.out")
   [ "${calls:-0}" -ge 1000 ] || fail "$name: only ${calls:-0} calls made"
@@ -69,29 +71,44 @@ check_quiet() {
   local share
   share=$(awk '$6 == "busy_burst" || $6 == "worker" {sub("%", "", $5); v[$6] = $5}
                END {if (v["worker"] > 0) print int(100 * v["busy_burst"] / v["worker"])}' "$TMP/$name.running.txt")
-  [ "${share:-0}" -ge "$min" ] || { cat "$TMP/$name.running.txt"; fail "$name: busy_burst has ${share:-0}% of the running samples, expected $min% or more"; }
+  local own min
+  own=$(sed -n 's/^burst_cpu=\([0-9]*\) .*/\1/p' "$TMP/$name.out")
+  [ -n "$own" ] || fail "$name: the program did not report its CPU split"
+  echo "$name: the workers' own CPU clocks: $(grep '^burst_cpu=' "$TMP/$name.out") (per cent in busy_burst, then milliseconds)"
+  min=$((own - margin))
+  if tsan_build "$prog"; then
+    local floor_var=tsan_floor_$name
+    min=${!floor_var}
+  fi
+  [ "${share:-0}" -ge "$min" ] || { cat "$TMP/$name.running.txt"; fail "$name: busy_burst has ${share:-0}% of the running samples, expected $min% or more (its share of the workers' CPU time: $own%)"; }
   checks=$((checks + 1))
-  echo "ok: $name: busy_burst holds $share% of the wall profile's running samples"
+  echo "ok: $name: busy_burst holds $share% of the wall profile's running samples ($own% of the workers' CPU time, floor $min%)"
 }
 
-# Under ThreadSanitizer the workers spend much of their CPU time in its
-# interceptors around the waits, outside busy_burst (39-60% of the running
-# samples with perf events in suite runs).
-min_perf=70 min_timer=40
-tsan_build "$prog" && min_perf=30 min_timer=15
+# The margins below the workers' own split. With perf events the sample
+# is taken in the thread's next 20 us on a CPU, so it lands where the
+# thread runs: measured 92-99% of the running samples against 92-94% by
+# the workers' clocks, idle, with a CPU hog on each of two CPUs, and on one
+# CPU shared with a hog, plain and ASan builds. With the timer, the signal
+# comes at a scheduler tick that finds the thread running (every 4 ms at
+# HZ=250, while the workers run about a fifth of the time), so a thread
+# often blocks first and is read in its wait: 51-73% against 93-94% in the
+# same runs. Under ThreadSanitizer the workers spend much of their CPU
+# time in its interceptors around the waits (39-60% of the running
+# samples with perf events in suite runs, not set against the workers'
+# clocks): fixed floors there.
+margin_perf=15 margin_timer=50
+tsan_floor_perf=30 tsan_floor_timer=15
 WALL_HZ=100 run perf 4
 if grep -q '^stats perf=[1-9]' "$TMP/perf.out"; then
-  check_quiet perf "$min_perf"
+  check_quiet perf "$margin_perf"
   echo "ok: running threads were sampled by perf events"
 else
   echo "note: perf events are refused here (kernel.perf_event_paranoid=$(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null)); only the timer path is checked"
 fi
 CPROF_PERF_EVENTS=0 WALL_HZ=20 run timer 4
 expect_match "$TMP/timer.out" '^stats perf=0 signalled=[1-9]' "CPROF_PERF_EVENTS=0: running threads were asked for the signal"
-# A timer's signal comes at the thread's next scheduler tick on a CPU
-# (every 4 ms at HZ=250), so a burst shorter than that is often missed
-# and the thread read in its next wait instead.
-check_quiet timer "$min_timer"
+check_quiet timer "$margin_timer"
 # Under a seccomp filter (whose action for a call it does not list could
 # be to kill the process) perf events are not tried.
 WALL_HZ=20 run seccomp 4 seccomp

@@ -7,7 +7,9 @@
  * then runs four workers for SECONDS: each spins 200 us in busy_burst,
  * then waits in busy_poll (poll, 1 ms timeout), busy_nanosleep (0.5 ms),
  * busy_epoll (epoll_wait, 1 ms) or busy_select (1 ms), and counts the
- * calls that returned EINTR. At the end it prints "calls=N eintr=N" and
+ * calls that returned EINTR. At the end it prints "calls=N eintr=N", the
+ * workers' own CPU split ("burst_cpu=P": the per cent of their CPU time,
+ * by their own CPU clocks, spent in busy_burst, and the two times) and
  * the goroutine collector's figures. With "kick", the program itself
  * sends cprof's signal (SIGRTMIN+5) to a random worker every 2 ms, as a
  * collector that signals every running thread would: the control that
@@ -36,6 +38,8 @@
 
 #define WORKERS 4
 static _Atomic long calls, eintr;
+/* The workers' CPU time in busy_burst and in all, in nanoseconds. */
+static _Atomic long long burst_cpu_ns, worker_cpu_ns;
 static _Atomic int stop;
 static int pipe_r, epfd;
 
@@ -45,10 +49,21 @@ static int64_t now_us(void) {
   return (int64_t)t.tv_sec * 1000000 + t.tv_nsec / 1000;
 }
 
-__attribute__((noinline)) static void busy_burst(void) {
+static long long thread_cpu_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return (long long)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins 200 us and returns the CPU time that took. The thread's CPU
+ * clock is read inside, so a sample taken while it is read has
+ * busy_burst on its stack too. */
+__attribute__((noinline)) static long long busy_burst(void) {
+  long long cpu = thread_cpu_ns();
   int64_t end = now_us() + 200;
   while (now_us() < end) {
   }
+  return thread_cpu_ns() - cpu;
 }
 
 __attribute__((noinline)) static int busy_poll(void) {
@@ -79,12 +94,15 @@ static int (*const waits[WORKERS])(void) = {busy_poll, busy_nanosleep,
 
 static void *worker(void *arg) {
   int (*wait)(void) = waits[(size_t)arg];
+  long long burst = 0;
   while (!atomic_load(&stop)) {
-    busy_burst();
+    burst += busy_burst();
     int r = wait();
     atomic_fetch_add(&calls, 1);
     if (r < 0 && errno == EINTR) atomic_fetch_add(&eintr, 1);
   }
+  atomic_fetch_add(&burst_cpu_ns, burst);
+  atomic_fetch_add(&worker_cpu_ns, thread_cpu_ns());
   return NULL;
 }
 
@@ -140,6 +158,9 @@ int main(int argc, char **argv) {
   cprof__goroutine_stats st;
   cprof__goroutine_last_stats(&st);
   printf("calls=%ld eintr=%ld\n", atomic_load(&calls), atomic_load(&eintr));
+  long long bns = atomic_load(&burst_cpu_ns), wns = atomic_load(&worker_cpu_ns);
+  printf("burst_cpu=%lld burst_ms=%lld worker_cpu_ms=%lld\n",
+         wns > 0 ? 100 * bns / wns : 0, bns / 1000000, wns / 1000000);
   printf("stats perf=%lld signalled=%lld interrupted=%lld\n",
          (long long)st.perf_total, (long long)st.signalled_total,
          (long long)st.interrupted);
