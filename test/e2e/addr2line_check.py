@@ -11,6 +11,14 @@ mismatch and a summary "locations N mismatched M tail T unknown U plt
 P", and
 exits 1 when any location mismatched or none was compared.
 
+With --hot FUNCTION, it compares nothing: it sums the first sample value
+of the first file's samples by the line addr2line gives for each sample's
+innermost address, keeps those whose innermost function (addr2line's)
+is FUNCTION, prints one "line FILE:LINE VALUE" row per line, and ends
+with "hot FILE:LINE VALUE of TOTAL": the line a profile of the program
+must show hot, read from the machine's own code rather than assumed. It
+exits 1 when no sample is in FUNCTION.
+
 Both sides are normalised the same way, and only in ways that change no
 information: a file is its base name ("??" is the empty name), a missing
 line is 0, addr2line's " (discriminator N)" is dropped. Each address is
@@ -109,9 +117,13 @@ def parse_line(text):
     return (m.group(1), os.path.basename(m.group(2)), int(m.group(3)))
 
 
-def parse_raw(path):
+SAMPLE = re.compile(r"^\s*(-?\d+)(?:\s+-?\d+)*: ([\d ]+)$")
+
+
+def parse_raw(path, samples=None):
     """Returns (mappings: id -> (start, offset, file), locations: list of
-    (address, mapping id, [lines]))."""
+    (address, mapping id, [lines])); appends (first value, innermost
+    location id) for each sample to samples when given."""
     mappings, locations = {}, []
     section = None
     with open(path, encoding="utf-8", errors="replace") as f:
@@ -120,10 +132,15 @@ def parse_raw(path):
             if line in ("Samples:", "Locations", "Mappings"):
                 section = line
                 continue
-            if section == "Locations":
+            if section == "Samples:" and samples is not None:
+                m = SAMPLE.match(line.rstrip())
+                if m:
+                    samples.append((int(m.group(1)), int(m.group(2).split()[0])))
+            elif section == "Locations":
                 m = LOC.match(line)
                 if m:
-                    loc = (int(m.group(2), 16), int(m.group(3) or 0), [])
+                    loc = (int(m.group(2), 16), int(m.group(3) or 0), [],
+                           int(m.group(1)))
                     locations.append(loc)
                     if m.group(4):
                         loc[2].append(parse_line(m.group(4)))
@@ -339,7 +356,45 @@ def call_target_names(obj, segs, vaddr):
     return names, plt
 
 
+def hot(path, function):
+    """The --hot mode: FUNCTION's lines by samples, as addr2line names the
+    samples' innermost addresses."""
+    samples = []
+    mappings, locations = parse_raw(path, samples)
+    where = {}
+    for address, mid, _, lid in locations:
+        if mid in mappings and mappings[mid][2].startswith("/"):
+            start, offset, obj = mappings[mid]
+            vaddr = to_vaddr(load_segments(obj), address - start + offset)
+            if vaddr is not None:
+                where[lid] = (obj, vaddr)
+    wanted = {}
+    for obj, vaddr in where.values():
+        wanted.setdefault(obj, set()).add(vaddr)
+    answers = {obj: addr2line(obj, sorted(a)) for obj, a in wanted.items()}
+    by_line, total = {}, 0
+    for value, lid in samples:
+        total += value
+        if lid not in where:
+            continue
+        obj, vaddr = where[lid]
+        ref = answers[obj].get(vaddr, [])
+        if ref and ref[0][0] == function:
+            key = "%s:%d" % (ref[0][1], ref[0][2])
+            by_line[key] = by_line.get(key, 0) + value
+    for key, value in sorted(by_line.items(), key=lambda kv: -kv[1]):
+        print("line %s %d" % (key, value))
+    if not by_line:
+        print("no sample's innermost address is in %s (%d samples)" % (function, len(samples)))
+        return 1
+    key = max(by_line, key=lambda k: by_line[k])
+    print("hot %s %d of %d" % (key, by_line[key], total))
+    return 0
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[0] == "--hot":
+        return hot(argv[2], argv[1])
     verbose = "-v" in argv
     files = [a for a in argv if a != "-v"]
     compared = mismatched = tails = unknown = stubs = 0
@@ -347,7 +402,7 @@ def main(argv):
     located = []
     for path in files:
         mappings, locations = parse_raw(path)
-        for address, mid, lines in locations:
+        for address, mid, lines, _ in locations:
             if mid not in mappings:
                 continue
             start, offset, obj = mappings[mid]
