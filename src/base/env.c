@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "base/env.h"
+#include "base/sys.h"
 #include "base/settings.h"
 
 size_t cprof__quote(char *out, size_t outlen, const char *s, size_t n,
@@ -142,7 +143,9 @@ void cprof__pipe_guard_end(cprof__pipe_guard *g, bool got_epipe) {
   if (got_epipe && !g->was_pending && sigpending(&pending) == 0 &&
       sigismember(&pending, SIGPIPE)) {
     const struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, NULL, &zero);
+    /* The system call, not libc's (which cprof's wait interposer
+     * wraps). */
+    cprof__sys4(SYS_rt_sigtimedwait, (long)&pipe_set, 0L, (long)&zero, 8L);
   }
   pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }

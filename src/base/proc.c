@@ -84,3 +84,15 @@ bool cprof__proc_thread_name(pid_t tid, char *out, size_t len) {
   out[strcspn(out, "\n")] = '\0';
   return true;
 }
+
+bool cprof__seccomp_filtered(void) {
+  char buf[4096];
+  if (cprof__proc_read(AT_FDCWD, "/proc/thread-self/status", buf, sizeof buf) <= 0 &&
+      cprof__proc_read(AT_FDCWD, "/proc/self/status", buf, sizeof buf) <= 0)
+    return true;
+  const char *p = strstr(buf, "\nSeccomp:");
+  if (!p) return false; /* a kernel without seccomp */
+  p += strlen("\nSeccomp:");
+  while (*p == ' ' || *p == '\t') p++;
+  return *p != '0';
+}

@@ -26,4 +26,11 @@ CPROF__HIDDEN int cprof__proc_tids(pid_t **out, size_t *count);
  * out; false when it cannot be read (the thread is gone). */
 CPROF__HIDDEN bool cprof__proc_thread_name(pid_t tid, char *out, size_t len);
 
+/* Whether the calling thread runs under a seccomp filter ("Seccomp: 2"
+ * in /proc/thread-self/status; true when that cannot be read): the
+ * filter's action for a call it does not list may be to kill the
+ * process, so calls few programs make (perf_event_open, timer_create)
+ * are not tried under one. */
+CPROF__HIDDEN bool cprof__seccomp_filtered(void);
+
 #endif

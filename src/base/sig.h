@@ -24,4 +24,14 @@ static inline bool cprof__sig_taken(const struct sigaction *sa,
   return cprof__sig_is_function(sa);
 }
 
+/* The value every timer of cprof's carries (sigev_value.sival_int): a
+ * signal with SI_TIMER and this value is cprof's own. */
+#define CPROF__SIG_COOKIE 0x63707266 /* "cprf" */
+
+/* Whether a signal a handler of cprof's received came from cprof's own
+ * timers (source/signals.h). Async-signal-safe. */
+__attribute__((always_inline)) static inline bool cprof__sig_from_cprof(const siginfo_t *si) {
+  return si->si_code == SI_TIMER && si->si_value.sival_int == CPROF__SIG_COOKIE;
+}
+
 #endif

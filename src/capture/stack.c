@@ -99,6 +99,8 @@ void cprof__stack_unregister_thread(void) {
   tls_lo = 0;
 }
 
+static int probe8(uintptr_t addr);
+
 CPROF__SIGNAL_SAFE size_t cprof__stack_room(void) {
   uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
   uintptr_t hi = tls_hi;
@@ -106,12 +108,33 @@ CPROF__SIGNAL_SAFE size_t cprof__stack_room(void) {
   uintptr_t lo = tls_lo;
   if (hi != 0 && sp > lo && sp < hi) return sp - lo;
   stack_t ss;
-  size_t room = SIZE_MAX;
   if (cprof__sys4(SYS_sigaltstack, 0L, (long)&ss, 0L, 0L) == 0 &&
       (ss.ss_flags & SS_ONSTACK)) {
     uintptr_t a = (uintptr_t)ss.ss_sp;
-    room = sp > a && sp - a <= ss.ss_size ? sp - a : 0;
+    return sp > a && sp - a <= ss.ss_size ? sp - a : 0;
   }
+  /* A stack whose bounds cprof does not know (a coroutine's, a raw
+   * clone's): only what is proved mapped below counts, page by page down
+   * to the handler's need. A guard page, or the end of the mapping,
+   * stops it. */
+  int saved = errno;
+  uintptr_t need = CPROF__HANDLER_STACK;
+  uintptr_t low = sp > need ? sp - need : 0;
+  uintptr_t page = sp & ~(CPROF__PAGE - 1);
+  size_t room = 0;
+  while (page > CPROF__PAGE) {
+    uintptr_t below = page - CPROF__PAGE;
+    if (!probe8(below)) {
+      room = sp - page;
+      break;
+    }
+    page = below;
+    if (page <= low) {
+      room = need;
+      break;
+    }
+  }
+  errno = saved;
   return room;
 }
 
@@ -175,7 +198,7 @@ void cprof__stack_refresh_try(void) { refresh(false); }
  * ever changing the signal mask. Any other outcome (a seccomp filter, say)
  * counts as unreadable. The caller saves errno.
  */
-static int probe8(uintptr_t addr) {
+CPROF__SIGNAL_SAFE static int probe8(uintptr_t addr) {
   return cprof__sys4(SYS_rt_sigprocmask, ~0L, (long)addr, 0L, 8L) == -EINVAL;
 }
 

@@ -120,8 +120,9 @@ CPROF__HIDDEN void cprof__stack_refresh_try(void);
 
 /* The bytes of stack below the caller's frame that a signal handler may
  * still use: on the thread's own stack (bounds cached) or on the
- * alternate signal stack it runs on; 0 when neither is known to hold the
- * stack pointer. Async-signal-safe. */
+ * alternate signal stack it runs on; on any other stack (a coroutine's, a
+ * raw clone's), what is proved mapped below, probed page by page up to
+ * CPROF__HANDLER_STACK (a guard page ends it). Async-signal-safe. */
 CPROF__HIDDEN size_t cprof__stack_room(void);
 
 /* The stack room a handler requires before it walks: its deepest use

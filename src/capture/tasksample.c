@@ -34,24 +34,10 @@
 static _Atomic int refused; /* 1: perf events are off for the process */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
-/* Whether a seccomp filter is on (/proc/self/status "Seccomp: 2"): its
- * action for a call it does not list may be to kill the process, so
- * perf_event_open, which few programs make, is not tried under one. */
-static bool seccomp_filtered(void) {
-  char buf[4096];
-  if (cprof__proc_read(AT_FDCWD, "/proc/self/status", buf, sizeof buf) <= 0)
-    return true;
-  const char *p = strstr(buf, "\nSeccomp:");
-  if (!p) return false; /* a kernel without seccomp */
-  p += strlen("\nSeccomp:");
-  while (*p == ' ' || *p == '\t') p++;
-  return *p != '0';
-}
-
 static void read_env(void) {
   long long on = 1;
   if ((cprof__env_int("CPROF_PERF_EVENTS", 0, 1, "using 1", &on) && on == 0) ||
-      seccomp_filtered())
+      cprof__seccomp_filtered())
     atomic_store(&refused, 1);
 }
 

@@ -85,11 +85,24 @@ static int write_window(const cprof__cpu_window *s, const cprof_sink *sink) {
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
   cprof__prof_drop_comment(p, s->agg);
-  char text[96];
+  char text[128];
   snprintf(text, sizeof text,
            "cprof cpu: %llu threads could not be given a CPU timer",
            (unsigned long long)s->unarmed);
   cprof__prof_comment(p, text);
+  if (s->late) {
+    snprintf(text, sizeof text,
+             "cprof cpu: %llu samples came late, with a later one (the "
+             "signal was blocked, or the thread in the kernel)",
+             (unsigned long long)s->late);
+    cprof__prof_comment(p, text);
+  }
+  if (s->no_room) {
+    snprintf(text, sizeof text,
+             "cprof cpu: %llu samples not taken: too little stack left",
+             (unsigned long long)s->no_room);
+    cprof__prof_comment(p, text);
+  }
   write_ctx w = {.prof = p, .gone = s->gone, .ngone = s->ngone};
   cprof__agg_foreach(s->agg, write_sample, &w);
   cprof__hmap_free(&w.names);

@@ -55,6 +55,7 @@
 #include "base/sys.h"
 #include "capture/taskread.h"
 #include "capture/tasksample.h"
+#include "source/signals.h"
 #include "source/thread_scan.h"
 #include "source/threads.h"
 
@@ -148,9 +149,13 @@ static void check_interrupted(const void *uc) {
 }
 
 CPROF__SIGNAL_SAFE static void on_signal(int sig, siginfo_t *si, void *uc) {
-  (void)sig;
-  (void)si;
   int saved_errno = errno;
+  if (!cprof__sig_from_cprof(si)) {
+    /* Not cprof's: the default action, as without cprof. */
+    cprof__sig_forward(sig, si);
+    errno = saved_errno;
+    return;
+  }
   pid_t self = gettid_raw();
   for (size_t i = 0; i < SLOTS; i++) {
     struct slot *s = &slots[i];
@@ -175,36 +180,49 @@ CPROF__SIGNAL_SAFE static void on_signal(int sig, siginfo_t *si, void *uc) {
 static void before_fork(void) { cprof__lock(&collect_lock); }
 static void after_fork(void) { cprof__unlock(&collect_lock); }
 
+static void signal_taken(void);
+/* The signal running threads are asked with where perf events are
+ * refused: SIGRTMIN+5 while the program leaves it alone, else a free
+ * real-time one, or exactly the one CPROF_THREADS_SIGNAL names
+ * (source/signals.h). */
+static cprof__sigown thread_signal = {
+    .what = "thread sampling by signal",
+    .handler = on_signal,
+    .flags = SA_RESTART,
+    .taken = signal_taken,
+};
+
+/* The program is taking the signal: the next collection uses another.
+ * None of cprof's timers is armed outside a collection, and what is still
+ * pending of them is discarded with the old signal. */
+static void signal_taken(void) {
+  cprof__lock(&collect_lock);
+  int old = signo;
+  signo = 0;
+  if (old) cprof__sig_drop(&thread_signal, old);
+  cprof__unlock(&collect_lock);
+}
+
+/* The signal for this collection, claimed again when the program took
+ * the last one with a raw rt_sigaction or reset it; 0 when none is free.
+ * collect_lock held. */
+static int collection_signal(void) {
+  if (signo && !cprof__sig_still_ours(&thread_signal)) {
+    cprof__sig_forget(&thread_signal, signo);
+    signo = 0;
+  }
+  if (!signo) signo = cprof__sig_claim(&thread_signal);
+  return signo;
+}
+
 static void setup(void) {
   long long off = DEFAULT_SIGNAL_OFFSET;
-  if (!cprof__env_int("CPROF_THREADS_SIGNAL", 3, SIGRTMAX - SIGRTMIN,
-                      "using the default SIGRTMIN+5", &off))
-    off = DEFAULT_SIGNAL_OFFSET;
-  int sig = SIGRTMIN + (int)off;
-  struct sigaction old;
-  if (sigaction(sig, NULL, &old) != 0) {
-    setup_err = CPROF_ESYS;
-    return;
-  }
-  if (cprof__sig_taken(&old, on_signal)) {
-    cprof__warn("goroutine profile disabled: the program has its own "
-                "handler for SIGRTMIN+%d (set CPROF_THREADS_SIGNAL to "
-                "another offset)",
-                (int)off);
-    setup_err = CPROF_ESYS;
-    return;
-  }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_signal;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  if (sigaction(sig, &sa, NULL) != 0) {
-    setup_err = CPROF_ESYS;
-    return;
-  }
+  if (cprof__env_str("CPROF_THREADS_SIGNAL") &&
+      cprof__env_int("CPROF_THREADS_SIGNAL", 3, SIGRTMAX - SIGRTMIN,
+                     "using any free real-time signal", &off))
+    thread_signal.fixed = SIGRTMIN + (int)off;
+  thread_signal.preferred = SIGRTMIN + DEFAULT_SIGNAL_OFFSET;
   pthread_atfork(before_fork, after_fork, after_fork);
-  signo = sig;
 }
 
 /* Whether sig is in the thread's blocked or pending set (/proc's SigBlk
@@ -467,6 +485,11 @@ static int ask_pending(collection *c) {
       continue;
     }
     if (errno == ESRCH) continue; /* gone */
+    if (!signo) {
+      asked[i] = GOT_NO_ANSWER; /* no signal free to ask it with */
+      c->st.no_timer++;
+      continue;
+    }
     char path[64], status[2048];
     snprintf(path, sizeof path, "/proc/self/task/%d/status", (int)tid);
     if (cprof__proc_read(AT_FDCWD, path, status, sizeof status) <= 0) continue; /* gone */
@@ -628,6 +651,7 @@ static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   pid_t *tids = NULL;
   size_t ntids = 0;
   cprof__lock(&collect_lock);
+  collection_signal();
   int64_t t0 = cprof__mono_ns();
   out->time_ns = cprof__now_ns();
   collection c;

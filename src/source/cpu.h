@@ -29,7 +29,8 @@ typedef struct cprof__cpu_session cprof__cpu_session;
 
 /* Starts a session at hz (0 = default). Returns 0, CPROF_EINVAL for a rate
  * out of range, CPROF_EBUSY when every session slot is taken, CPROF_ESYS
- * when SIGPROF belongs to the application or timers cannot be created.
+ * when no signal is free (source/signals.h), timers cannot be created
+ * or may not be (a seccomp filter).
  * Normal context; thread-safe. */
 CPROF__HIDDEN int cprof__cpu_session_start(int hz, cprof__cpu_session **out);
 
@@ -54,6 +55,8 @@ typedef struct cprof__cpu_window {
   int64_t start_ns, end_ns;
   uint64_t lost;
   uint64_t unarmed; /* threads that could not be given a timer */
+  uint64_t late;    /* samples whose signal came a period or more late */
+  uint64_t no_room; /* samples not taken for want of stack (in lost) */
   cprof__cpu_thread_name *gone;
   size_t ngone;
 } cprof__cpu_window;
@@ -81,15 +84,15 @@ CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
  * scanner (thread_scan.c). Normal context. */
 CPROF__HIDDEN size_t cprof__cpu_rescan(const pid_t *tids, size_t n);
 
-/* True when act installs cprof's own SIGPROF handler. */
-struct sigaction;
-CPROF__HIDDEN bool cprof__cpu_is_own_handler(const struct sigaction *act);
+/* The signal the timers deliver now (0 while the engine holds none):
+ * SIGPROF while the program leaves it alone, else a free real-time
+ * signal, or the one CPROF_CPU_SIGNAL names. */
+CPROF__HIDDEN int cprof__cpu_signal(void);
 
-/* The program is replacing cprof's SIGPROF handler with its own (the
- * sigaction interposer saw it): cprof's timers stop at once, so the
- * program's profiler receives only its own signals; profiles under way
- * keep the samples they have, and later starts are refused with the usual
- * line. One line on stderr when timers were running. Normal context. */
-CPROF__HIDDEN void cprof__cpu_handler_replaced(void);
+/* Checks that the engine's signal still has its handler (a raw
+ * rt_sigaction bypasses the interposers); when it does not, the timers
+ * move to another free signal. For the scanner, while the engine runs.
+ * Normal context. */
+CPROF__HIDDEN void cprof__cpu_signal_check(void);
 
 #endif

@@ -43,6 +43,7 @@
 #include "base/rng.h"
 #include "base/sig.h"
 #include "base/sys.h"
+#include "source/signals.h"
 #include "source/thread_scan.h"
 
 
@@ -58,6 +59,8 @@ struct cprof__cpu_session {
   int64_t start_ns;
   _Atomic uint64_t lost; /* samples the table had no room for */
   _Atomic uint64_t unarmed; /* threads whose timer could not be armed */
+  _Atomic uint64_t late; /* samples whose signal came a period or more late */
+  _Atomic uint64_t no_room; /* samples not taken: too little stack */
   atomic_bool follows_forks;
 };
 
@@ -77,7 +80,18 @@ static thread_timer *timers; /* under engine_lock */
 static size_t ntimers, timers_cap;
 static exited_name exited[EXITED_NAMES];
 static size_t nexited;
-static bool handler_installed;
+static void on_sigprof(int sig, siginfo_t *si, void *uc);
+static void signal_taken(void);
+/* The signal the timers deliver: SIGPROF while the program leaves it
+ * alone, else a free real-time one (source/signals.h). */
+static cprof__sigown cpu_signal = {
+    .what = "CPU profiling",
+    .handler = on_sigprof,
+    .flags = SA_RESTART,
+    .full_mask = true,
+    .taken = signal_taken,
+};
+static pthread_once_t signal_env_once = PTHREAD_ONCE_INIT;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 /* Threads whose timer could not be armed (and that still exist, as far as
  * the engine knows): each counts once in every session running then. */
@@ -85,7 +99,7 @@ static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 static pid_t unarmed[UNARMED_MAX];
 static size_t nunarmed;
 
-static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
+CPROF__SIGNAL_SAFE static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /* Walks and records one sample; on its own frame (the stack buffer is
  * most of a handler's stack use), entered only once the room is known. */
@@ -100,27 +114,35 @@ CPROF__SIGNAL_SAFE __attribute__((noinline)) static void take_sample(const sigin
   uint32_t tid = (uint32_t)current_tid();
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
     cprof__cpu_session *s = atomic_load(&sessions[i]);
-    if (s && !cprof__agg_add(s->agg, sid, tid, vals))
+    if (!s) continue;
+    if (!cprof__agg_add(s->agg, sid, tid, vals))
       atomic_fetch_add(&s->lost, (uint64_t)weight);
+    if (weight > 1) atomic_fetch_add(&s->late, (uint64_t)(weight - 1));
   }
 }
 
 /* A sample that cannot be taken (too little stack left) still counts, as a
  * lost sample, so the profile's total stays true. */
-static void lose_sample(const siginfo_t *si) {
+CPROF__SIGNAL_SAFE static void lose_sample(const siginfo_t *si) {
   int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
     cprof__cpu_session *s = atomic_load(&sessions[i]);
-    if (s) atomic_fetch_add(&s->lost, (uint64_t)weight);
+    if (!s) continue;
+    atomic_fetch_add(&s->lost, (uint64_t)weight);
+    atomic_fetch_add(&s->no_room, (uint64_t)weight);
   }
 }
 
 CPROF__SIGNAL_SAFE static void on_sigprof(int sig, siginfo_t *si, void *uc) {
-  (void)sig;
   int saved_errno = errno;
-  /* Only our own timers count: a leftover setitimer or a kill(SIGPROF)
-   * from elsewhere must not add samples. */
-  if (si->si_code != SI_TIMER || atomic_load(&engine_hz) == 0) goto out;
+  /* Only cprof's own timers count. Anything else (a kill, the program's
+   * own itimer) gets what it would have got without cprof: the default
+   * action. */
+  if (!cprof__sig_from_cprof(si)) {
+    cprof__sig_forward(sig, si);
+    goto out;
+  }
+  if (atomic_load(&engine_hz) == 0) goto out;
   atomic_fetch_add(&handlers_running, 1);
   /* The signal may land on a nearly exhausted stack (a thread recovering
    * from an overflow) or a small alternate stack of the program's own: a
@@ -135,6 +157,11 @@ out:
 }
 
 static uint64_t random_u64(void) { return cprof__rng_seed(0); }
+
+static void disarm_all(void) {
+  for (size_t i = 0; i < ntimers; i++) timer_delete(timers[i].timer);
+  ntimers = 0;
+}
 
 /* Counts tid as a thread that could not be armed, once, in every
  * session; engine_lock held. */
@@ -153,6 +180,31 @@ static void forget_unarmed(pid_t tid) {
     if (unarmed[i] == tid) unarmed[i--] = unarmed[--nunarmed];
 }
 
+/* Creates tid's timer on the engine's signal, unarmed. */
+static int new_timer(pid_t tid, timer_t *out) {
+  struct sigevent sev;
+  memset(&sev, 0, sizeof sev);
+  sev.sigev_notify = SIGEV_THREAD_ID;
+  sev.sigev_signo = atomic_load(&cpu_signal.signo);
+  sev.sigev_value.sival_int = CPROF__SIG_COOKIE;
+  sev.sigev_notify_thread_id = tid;
+  return timer_create(cprof__thread_cpu_clock(tid), &sev, out);
+}
+
+/* Whether timers may be created from this thread: under a seccomp filter
+ * timer_create may kill the process, and is never called. The engine
+ * stops, once, with one line on stderr. engine_lock held. */
+static bool timers_allowed(void) {
+  if (!cprof__seccomp_filtered()) return true;
+  if (atomic_load(&engine_hz) != 0) {
+    atomic_store(&engine_hz, 0);
+    disarm_all();
+    cprof__warn("CPU profiling stopped: a seccomp filter is on, and "
+                "timer_create could be fatal under it");
+  }
+  return false;
+}
+
 /* Arms a timer for tid; engine_lock held. A thread that already exited is
  * not an error (timer_create says EINVAL for its clock); any other failure
  * is counted (note_unarmed). */
@@ -169,13 +221,8 @@ static void arm_thread(pid_t tid) {
     timers = t;
     timers_cap = cap;
   }
-  struct sigevent sev;
-  memset(&sev, 0, sizeof sev);
-  sev.sigev_notify = SIGEV_THREAD_ID;
-  sev.sigev_signo = SIGPROF;
-  sev.sigev_notify_thread_id = tid;
   timer_t timer;
-  if (timer_create(cprof__thread_cpu_clock(tid), &sev, &timer) != 0) {
+  if (new_timer(tid, &timer) != 0) {
     if (errno != EINVAL && errno != ESRCH) note_unarmed(tid);
     return;
   }
@@ -197,14 +244,11 @@ static void arm_thread(pid_t tid) {
   if (nunarmed) forget_unarmed(tid);
 }
 
-static void disarm_all(void) {
-  for (size_t i = 0; i < ntimers; i++) timer_delete(timers[i].timer);
-  ntimers = 0;
-}
 
 static void arm_existing_threads(void) {
   pid_t *tids;
   size_t n;
+  if (!timers_allowed()) return;
   if (cprof__proc_tids(&tids, &n) != 0) {
     arm_thread(current_tid());
     return;
@@ -240,10 +284,14 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
     }
     for (size_t i = 0; i < ntimers; i++)
       cprof__hmap_put(&timed, (uint64_t)timers[i].tid + 1, 1);
+    bool checked = false;
     for (size_t i = 0; i < n; i++) {
       uint64_t v;
+      if (cprof__hmap_get(&timed, (uint64_t)tids[i] + 1, &v)) continue;
+      if (!checked && !timers_allowed()) break;
+      checked = true;
       size_t before = ntimers;
-      if (!cprof__hmap_get(&timed, (uint64_t)tids[i] + 1, &v)) arm_thread(tids[i]);
+      arm_thread(tids[i]);
       found += ntimers - before;
     }
     for (size_t i = 0; complete && i < nunarmed; i++) {
@@ -294,6 +342,8 @@ static void child_after_fork(void) {
     arm_thread(current_tid());
   } else {
     atomic_store(&engine_hz, 0);
+    int sig = atomic_load(&cpu_signal.signo);
+    if (sig) cprof__sig_drop(&cpu_signal, sig);
   }
 }
 
@@ -305,28 +355,78 @@ static void install_atfork(void) {
   pthread_atfork(NULL, NULL, child_after_fork);
 }
 
-/* Installs the handler unless the application owns SIGPROF. */
-static int install_handler(void) {
-  struct sigaction cur;
-  if (sigaction(SIGPROF, NULL, &cur) != 0) return CPROF_ESYS;
-  if (handler_installed && (cur.sa_flags & SA_SIGINFO) &&
-      cur.sa_sigaction == on_sigprof)
-    return 0;
-  if (cprof__sig_taken(&cur, on_sigprof)) {
-    fprintf(stderr,
-            "cprof: CPU profiling disabled: the program has its own SIGPROF "
-            "handler\n");
-    return CPROF_ESYS;
+static void read_signal_env(void) {
+  const char *v = cprof__env_str("CPROF_CPU_SIGNAL");
+  if (v) {
+    cpu_signal.fixed = cprof__sig_parse("CPROF_CPU_SIGNAL", v);
+    /* A setting that names no usable signal turns CPU profiling off. */
+    if (!cpu_signal.fixed) cpu_signal.fixed = -1;
   }
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_sigaction = on_sigprof;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigfillset(&sa.sa_mask);
-  if (sigaction(SIGPROF, &sa, NULL) != 0) return CPROF_ESYS;
-  handler_installed = true;
-  return 0;
+  cpu_signal.preferred = SIGPROF;
 }
+
+/* Installs the handler on a free signal (cprof__sig_claim). */
+static int install_handler(void) {
+  pthread_once(&signal_env_once, read_signal_env);
+  if (cpu_signal.fixed < 0) return CPROF_ESYS;
+  return cprof__sig_claim(&cpu_signal) ? 0 : CPROF_ESYS;
+}
+
+/* Moves every timer to the engine's new signal, keeping each one's
+ * interval and time to its next expiry; engine_lock held. */
+static void move_timers(void) {
+  for (size_t i = 0; i < ntimers; i++) {
+    struct itimerspec its;
+    timer_t t;
+    if (timer_gettime(timers[i].timer, &its) != 0 ||
+        (its.it_interval.tv_sec == 0 && its.it_interval.tv_nsec == 0) ||
+        new_timer(timers[i].tid, &t) != 0) {
+      /* Its thread is gone. */
+      timer_delete(timers[i].timer);
+      timers[i--] = timers[--ntimers];
+      continue;
+    }
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+      its.it_value.tv_nsec = 1;
+    if (timer_settime(t, 0, &its, NULL) != 0) {
+      timer_delete(t);
+      timer_delete(timers[i].timer);
+      timers[i--] = timers[--ntimers];
+      continue;
+    }
+    timer_delete(timers[i].timer);
+    timers[i].timer = t;
+  }
+}
+
+/* The program is taking the engine's signal (through libc, or found
+ * replaced by the scanner's check): the timers move to another free
+ * signal, sessions go on; with none free, the engine stops, once. */
+static void move_signal(bool still_mine) {
+  cprof__lock(&engine_lock);
+  int old = atomic_load(&cpu_signal.signo);
+  if (old && atomic_load(&engine_hz) != 0) {
+    if (cprof__sig_move(&cpu_signal)) {
+      move_timers();
+    } else {
+      atomic_store(&engine_hz, 0);
+      disarm_all();
+    }
+  }
+  if (old && still_mine) cprof__sig_drop(&cpu_signal, old);
+  else if (old) cprof__sig_forget(&cpu_signal, old);
+  cprof__unlock(&engine_lock);
+}
+
+static void signal_taken(void) { move_signal(true); }
+
+void cprof__cpu_signal_check(void) {
+  if (atomic_load(&engine_hz) == 0 || cprof__sig_still_ours(&cpu_signal))
+    return;
+  move_signal(false);
+}
+
+int cprof__cpu_signal(void) { return atomic_load(&cpu_signal.signo); }
 
 int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
   cprof__threads_hooks(cprof__cpu_thread_started, cprof__cpu_thread_exiting);
@@ -411,11 +511,15 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
       others = true;
     }
   }
-  if (found && !others) {
+  bool idle = found && !others;
+  if (idle) {
     atomic_store(&engine_hz, 0);
     disarm_all();
   }
   quiesce_handlers();
+  /* Idle, the engine gives its signal back to the program. */
+  int sig = atomic_load(&cpu_signal.signo);
+  if (idle && sig) cprof__sig_drop(&cpu_signal, sig);
   /* The profile is written outside the lock, so threads starting or
    * exiting meanwhile are not held up by symbolization; the names of
    * threads that already exited are copied for it. */
@@ -437,6 +541,8 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
       .end_ns = end_ns,
       .lost = atomic_load(&s->lost),
       .unarmed = atomic_load(&s->unarmed),
+      .late = atomic_load(&s->late),
+      .no_room = atomic_load(&s->no_room),
       .gone = gone,
       .ngone = gone ? ngone : 0,
   };
@@ -457,7 +563,7 @@ int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 void cprof__cpu_thread_started(void) {
   if (atomic_load(&engine_hz) == 0) return;
   cprof__lock(&engine_lock);
-  if (atomic_load(&engine_hz) != 0) arm_thread(current_tid());
+  if (atomic_load(&engine_hz) != 0 && timers_allowed()) arm_thread(current_tid());
   cprof__unlock(&engine_lock);
 }
 
@@ -481,78 +587,4 @@ void cprof__cpu_thread_exiting(void) {
     nexited++;
   }
   cprof__unlock(&engine_lock);
-}
-
-bool cprof__cpu_is_own_handler(const struct sigaction *act) {
-  return act && (act->sa_flags & SA_SIGINFO) &&
-         act->sa_sigaction == on_sigprof;
-}
-
-void cprof__cpu_handler_replaced(void) {
-  cprof__lock(&engine_lock);
-  bool running = handler_installed && atomic_load(&engine_hz) != 0;
-  /* The next start checks the disposition again, and refuses. */
-  handler_installed = false;
-  if (running) {
-    atomic_store(&engine_hz, 0);
-    disarm_all();
-  }
-  cprof__unlock(&engine_lock);
-  if (running)
-    cprof__warn("CPU profiling stopped: the program installed its own "
-                "SIGPROF handler");
-}
-
-/*
- * The sigaction and signal interposers: a program that installs its own
- * SIGPROF handler while cprof's CPU timers run (its own profiler, started
- * after cprof's) would otherwise receive cprof's timer signals, about 500
- * a second at 1000 Hz. They stop the timers first (above), then install
- * the program's handler unchanged; every other call passes straight
- * through to the next definition (libc's, or a sanitizer's). They live in
- * this file, not one of their own, so that a static link always includes
- * them: a file holding only them would be left out whenever a sanitizer's
- * runtime, linked first, already defines sigaction.
- */
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
-typedef __sighandler_t (*signal_fn)(int, __sighandler_t);
-
-static _Atomic(sigaction_fn) real_sigaction;
-static _Atomic(signal_fn) real_signal;
-
-static bool takes_sigprof(int sig, bool installs, bool own) {
-  return sig == SIGPROF && installs && !own && !cprof__guarded();
-}
-
-CPROF_EXPORT int sigaction(int sig, const struct sigaction *act,
-                           struct sigaction *old) {
-  sigaction_fn fn = atomic_load_explicit(&real_sigaction, memory_order_acquire);
-  if (!fn) {
-    fn = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
-    if (!fn) {
-      errno = ENOSYS;
-      return -1;
-    }
-    atomic_store_explicit(&real_sigaction, fn, memory_order_release);
-  }
-  if (takes_sigprof(sig, act != NULL, cprof__cpu_is_own_handler(act)))
-    cprof__cpu_handler_replaced();
-  return fn(sig, act, old);
-}
-
-CPROF_EXPORT __sighandler_t signal(int sig, __sighandler_t handler) {
-  signal_fn fn = atomic_load_explicit(&real_signal, memory_order_acquire);
-  if (!fn) {
-    fn = (signal_fn)dlsym(RTLD_NEXT, "signal");
-    if (!fn) {
-      errno = ENOSYS;
-      return SIG_ERR;
-    }
-    atomic_store_explicit(&real_signal, fn, memory_order_release);
-  }
-  if (takes_sigprof(sig, handler != SIG_DFL && handler != SIG_IGN &&
-                             handler != SIG_ERR,
-                    false))
-    cprof__cpu_handler_replaced();
-  return fn(sig, handler);
 }

@@ -186,9 +186,18 @@ static void *scanner_main(void *arg) {
       period_ms = CPROF__SCAN_MIN_MS;
     }
     uint64_t gen = scan_generation;
-    struct timespec at = realtime_in(period_ms);
-    while (scan_generation == gen &&
-           cprof__cond_timedwait(&scan_cond, &scan_lock, &at) != ETIMEDOUT) {
+    /* The engine's signal is checked every CPROF__SIGNAL_CHECK_MS on
+     * the way: a program that replaced its handler with a raw
+     * rt_sigaction receives cprof's signals until then. */
+    for (long waited = 0; waited < period_ms && scan_generation == gen;
+         waited += CPROF__SIGNAL_CHECK_MS) {
+      struct timespec at = realtime_in(CPROF__SIGNAL_CHECK_MS);
+      while (scan_generation == gen &&
+             cprof__cond_timedwait(&scan_cond, &scan_lock, &at) != ETIMEDOUT) {
+      }
+      cprof__unlock(&scan_lock);
+      cprof__cpu_signal_check();
+      cprof__lock(&scan_lock);
     }
     if (scan_generation != gen) period_ms = CPROF__SCAN_MIN_MS;
     /* The list is made and freed under scan_lock, which fork takes: a

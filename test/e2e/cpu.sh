@@ -29,16 +29,35 @@ expect_match "$TMP/focus.txt" 'burn_alpha' "-tagfocus by thread works"
 
 "$prog" busy 2>"$TMP/busy.txt" || fail "second start was not refused as busy"
 expect_match "$TMP/busy.txt" 'second start: cpu profiling already in use' "Go's text for a second start"
-"$prog" ownsig 2>"$TMP/own.txt" || fail "the program's SIGPROF handler was not respected"
-expect_match "$TMP/own.txt" '^cprof: CPU profiling disabled: the program has its own SIGPROF handler$' "one clear line when SIGPROF is taken"
-"$prog" steal >"$TMP/steal.txt" 2>"$TMP/steal.err" || fail "the program's own profiler after cprof's"
-expect_match "$TMP/steal.err" '^cprof: CPU profiling stopped: the program installed its own SIGPROF handler$' \
-  "one line when the program takes SIGPROF over"
-read -r own cprofs < <(awk '{print $2, $4}' "$TMP/steal.txt" | tr -d ',')
-[ "$own" -ge 10 ] && [ "$cprofs" -le 2 ] ||
+# samples_total PROFILE: the profile's sample count, from pprof -raw.
+samples_total() {
+  pprof -raw "$1" | awk '/^Samples:/ {on=1; getline; next} on && /^ *[0-9]+ / {n += $1} /^Locations/ {on=0} END {print n + 0}'
+}
+# The program's own SIGPROF handler, installed before cprof starts: cprof
+# profiles on another signal and the handler receives nothing of cprof's.
+"$prog" ownsig >"$TMP/own.pb.gz" 2>"$TMP/own.txt" ||
+  { cat "$TMP/own.txt"; fail "cprof's signals reached the program's SIGPROF handler"; }
+expect_match "$TMP/own.txt" '^handler kept, its SIGPROFs 0, cpu ' "the program keeps SIGPROF and gets none of cprof's signals"
+expect_no_match "$TMP/own.txt" '^cprof:' "no refusal when the program owns SIGPROF"
+pprof -top "$TMP/own.pb.gz" >"$TMP/own_top.txt"
+expect_match "$TMP/own_top.txt" ' burn_alpha$' "the profile is taken on another signal"
+# The program takes SIGPROF while cprof profiles: its handler gets only
+# its own signals, and the profile goes on, all of its CPU time sampled.
+"$prog" steal >"$TMP/steal.pb.gz" 2>"$TMP/steal.err" || { cat "$TMP/steal.err"; fail "the program's own profiler after cprof's"; }
+expect_no_match "$TMP/steal.err" '^cprof:' "no line on stderr when the program takes SIGPROF: cprof moved"
+read -r own cprofs cpu < <(sed -nE 's/^own ([0-9]+), cprof.s ([0-9]+), cpu ([0-9.]+)$/\1 \2 \3/p' "$TMP/steal.err")
+[ -n "$own" ] || { cat "$TMP/steal.err"; fail "no counts from the steal run"; }
+[ "$own" -ge 10 ] && [ "$cprofs" -eq 0 ] ||
   fail "the program's handler got $own of its own signals and $cprofs of cprof's"
 checks=$((checks + 1))
-echo "ok: the program's own SIGPROF profiler gets its $own signals and $cprofs of cprof's"
+echo "ok: the program's own SIGPROF profiler gets its $own signals and none of cprof's"
+n=$(samples_total "$TMP/steal.pb.gz")
+# At 1000 Hz one sample a millisecond of CPU; a margin for the moment
+# the timers move and for the ticks that fall between two periods.
+awk -v n="$n" -v cpu="$cpu" 'BEGIN { exit !(n >= cpu * 1000 * 0.8) }' ||
+  fail "the profile has $n samples for ${cpu}s of CPU at 1000 Hz"
+checks=$((checks + 1))
+echo "ok: $n samples for ${cpu}s of CPU at 1000 Hz across the move"
 # While a CPU profile runs, cprof's scanner thread makes the process
 # multi-threaded, and the child starts one of its own when it profiles:
 # ThreadSanitizer kills such a child unless told not to (its

@@ -127,15 +127,29 @@ static void app_handler(int sig) {
   app_sigprofs++;
 }
 
+/* The program owns SIGPROF before cprof starts: cprof profiles on
+ * another signal, and the program's handler stays, receiving nothing of
+ * cprof's. Profile on stdout; counts on stderr. */
 static int mode_ownsig(void) {
   signal(SIGPROF, app_handler);
-  int err = cprof_cpu_start(100);
-  fprintf(stderr, "start with the program's SIGPROF handler: %s\n",
-          cprof_strerror(err));
-  /* The program's handler must still be the one installed. */
+  int err = cprof_cpu_start(1000);
+  if (err) {
+    fprintf(stderr, "cprof_cpu_start: %s\n", cprof_strerror(err));
+    return 1;
+  }
+  double t0 = cpu_now();
+  burn(0.3);
+  double used = cpu_now() - t0;
+  int stop = write_stop();
   struct sigaction cur;
   sigaction(SIGPROF, NULL, &cur);
-  return err == CPROF_ESYS && cur.sa_handler == app_handler ? 0 : 1;
+  fprintf(stderr, "handler %s, its SIGPROFs %d, cpu %.3f\n",
+          cur.sa_handler == app_handler ? "kept" : "replaced",
+          atomic_load(&app_sigprofs), used);
+  return stop == 0 && cur.sa_handler == app_handler &&
+                 atomic_load(&app_sigprofs) == 0
+             ? 0
+             : 1;
 }
 
 static _Atomic int own_signals, cprof_signals;
@@ -149,8 +163,13 @@ static void counting_handler(int sig, siginfo_t *si, void *uc) {
     atomic_fetch_add(&own_signals, 1);
 }
 
+/* cprof profiles at 1000 Hz; the program then installs its own SIGPROF
+ * handler and ITIMER_PROF at 100 Hz: its handler gets only its own
+ * signals, and cprof's profile goes on (on another signal). Profile on
+ * stdout; "own N, cprof's M, cpu S" on stderr. */
 static int mode_steal(void) {
   if (cprof_cpu_start(1000)) return 1;
+  double t0 = cpu_now();
   burn(0.2);
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -162,13 +181,11 @@ static int mode_steal(void) {
   burn(0.5);
   struct itimerval off = {{0, 0}, {0, 0}};
   setitimer(ITIMER_PROF, &off, NULL);
-  cprof_buf buf = {0};
-  cprof_sink s = cprof_sink_buf(&buf);
-  int stop = cprof_cpu_stop(&s);
-  cprof_buf_free(&buf);
-  printf("own %d, cprof's %d\n", atomic_load(&own_signals),
-         atomic_load(&cprof_signals));
-  return stop == 0 ? 0 : 1;
+  double used = cpu_now() - t0;
+  int stop = write_stop();
+  fprintf(stderr, "own %d, cprof's %d, cpu %.3f\n", atomic_load(&own_signals),
+          atomic_load(&cprof_signals), used);
+  return stop;
 }
 
 static int mode_fork(void) {
