@@ -11,8 +11,12 @@ jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-15}
 passed=0
 failed=0
+skipped=0
 
 flaky=()
+# "build dir: test: reason" for each test that skipped all or part of its
+# checks (test/e2e/lib.bash's skip_rest), listed at the end.
+skips=()
 
 # Runs ctest in a build directory and adds its counts to the totals
 # (only the stress test when STRESS_ONLY is set, as `make stress` does).
@@ -20,11 +24,15 @@ flaky=()
 # shares of samples and timings on a machine shared with the other tests,
 # and one slow moment should not fail the suite. A test that needed its
 # second run is still listed, with its first run's output above, at the
-# end as flaky; one that fails twice fails the suite.
+# end as flaky; one that fails twice fails the suite. A test that skipped
+# (exit 77, ctest's "Skipped") counts as neither passed nor failed, and is
+# listed at the end with the reason it gave, as is one that skipped part
+# of its checks.
 run_ctest() {
   local dir=$1 log filter=()
   [ -n "${STRESS_ONLY:-}" ] && filter=(-R e2e/stress)
   log=$(mktemp)
+  rm -rf "$dir/test/tmp/skips"
   if ctest --test-dir "$dir" --output-on-failure -j"$jobs" \
     --repeat until-pass:"${TEST_ATTEMPTS:-2}" "${filter[@]}" 2>&1 | tee "$log"; then :; fi
   local t
@@ -34,17 +42,27 @@ run_ctest() {
   done < <(sed -nE 's/^ *([0-9]+\/[0-9]+ )?Test +#[0-9]+: ([^ ]+) \.+\*\*\*(Failed|Timeout|Exception).*/\2/p' "$log" | sort -u)
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1 || true)
-  rm -f "$log"
   if [ -z "$line" ]; then
+    rm -f "$log"
     echo "test: no ctest summary from $dir" >&2
     failed=$((failed + 1))
     return
   fi
-  local nfail total
+  local nfail total nskip
   nfail=$(sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\1/' <<<"$line")
   total=$(sed -E 's/.*tests passed, ([0-9]+) tests failed out of ([0-9]+).*/\2/' <<<"$line")
-  passed=$((passed + total - nfail))
+  nskip=$(sed -nE 's/^\s+[0-9]+ - ([^ ]+) \(Skipped\)$/\1/p' "$log" | sort -u | wc -l)
+  rm -f "$log"
+  passed=$((passed + total - nfail - nskip))
   failed=$((failed + nfail))
+  skipped=$((skipped + nskip))
+  local f reason
+  for f in "$dir"/test/tmp/skips/*; do
+    [ -f "$f" ] || continue
+    while read -r reason; do
+      skips+=("$dir: e2e/$(basename "$f"): $reason")
+    done < <(sort -u "$f")
+  done
 }
 
 configure_build() {
@@ -120,6 +138,7 @@ stage_fuzz() {
 stages=${1:-build asan tsan fuzz}
 for s in $stages; do "stage_$s"; done
 echo
+for t in "${skips[@]}"; do echo "skip: $t"; done
 for t in "${flaky[@]}"; do echo "flaky: $t failed once, passed when run again"; done
-echo "all stages: $passed passed, $failed failed, ${#flaky[@]} passed on a second run"
+echo "all stages: $passed passed, $failed failed, $skipped skipped, ${#flaky[@]} passed on a second run"
 [ "$failed" -eq 0 ]

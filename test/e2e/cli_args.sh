@@ -92,9 +92,7 @@ expect_status 2 "$cprof" extract -q app.log
 # are, and none of them configures cprof. The TSan build cannot preload
 # (lib.bash); under ASan its runtime goes first.
 if tsan_build "$cprof"; then
-  echo "skip: cprof run (the TSan build cannot preload)"
-  finish
-  exit 0
+  skip_rest "cprof run (the TSan build cannot preload)"
 fi
 rt=$(preload_env "$cprof" | sed 's#[^ ]*libcprof\.so##')
 show='echo "dump=${CPROF_DUMP-unset} http=${CPROF_HTTP-unset}"; printf "arg %s\n" "$@"'

@@ -52,9 +52,7 @@ st=$(get "$B/ui/nosuch")
 ok "/ui/nosuch is 404"
 
 if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
-  echo "note: chromium or node not installed; the browser checks are skipped"
-  finish
-  exit 0
+  skip_rest "the browser checks (chromium or node is not installed)"
 fi
 
 # --- CPU, 2 seconds: burn_http is the widest frame apart from its callers

@@ -17,9 +17,7 @@ echo "ok: cprof top = go tool pprof -top on the big profile ($(grep -cE '^ +[-0-
 "$cprof" view -o "$TMP/big.html" "$TMP/big.pb.gz" 2>/dev/null || fail "cprof view"
 echo "page: $(stat -c %s "$TMP/big.html") bytes for a $(stat -c %s "$TMP/big.pb.gz")-byte profile"
 if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
-  echo "note: chromium or node not installed; the browser check is skipped"
-  finish
-  exit 0
+  skip_rest "the browser check (chromium or node is not installed)"
 fi
 node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js" "file://$TMP/big.html" --interact \
   --screenshot "$TMP/big.png" >"$TMP/big.json" || fail "cdp.js"
