@@ -44,6 +44,7 @@
 #include "base/mem.h"
 #include "capture/stack.h"
 #include "encode/symbolize.h"
+#include "encode/vdso.h"
 #include "base/lock.h"
 
 #define ARENA_CHUNK (64 * 1024)
@@ -1060,8 +1061,31 @@ static int scopes_at(Dwarf_Die *cudie, Dwarf_Addr pc, Dwarf_Die *out,
   return n;
 }
 
+/* Names pc when it is in one of the vDSO's exported functions, from the
+ * vDSO's own symbol table in memory (vdso.h): libdw may not have read the
+ * image, or may name a function by its weak alias (clock_gettime) where
+ * perf gives the global name (__vdso_clock_gettime). */
+static bool resolve_vdso(cprof__sym_result *r, uintptr_t pc) {
+  static const char vdso[] = "[vdso]";
+  uintptr_t base;
+  if (r->mapping < 0 || !cprof__vdso_base(&base)) return false;
+  const cprof__sym_mapping *m = &S.maps[r->mapping];
+  cprof__vdso_sym vs;
+  if (strcmp(m->path, vdso) != 0 || m->start != base ||
+      !cprof__vdso_symbol((const unsigned char *)base, m->limit - m->start,
+                          pc - m->start, &vs))
+    return false;
+  cprof__sym_frame *f = arena_alloc(sizeof *f);
+  if (!f || !set_frame(f, vs.name, "", 0, m->start + vs.start)) return false;
+  r->frames = f;
+  r->nframes = 1;
+  r->has_function = true;
+  return true;
+}
+
 /* Fills r's frames for a real pc; the caller holds the guard. */
 static void resolve(cprof__sym_result *r, uintptr_t pc) {
+  if (resolve_vdso(r, pc)) return;
   Dwfl_Module *mod = S.dwfl ? libdw.dwfl_addrmodule(S.dwfl, pc) : NULL;
   if (!mod) return;
 
