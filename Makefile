@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test bench fuzz stress install clean
+.PHONY: all deps build demo test check bench fuzz stress install clean
 
 all: build
 
@@ -22,6 +22,11 @@ demo: build
 
 test: deps
 	@scripts/test.sh
+
+# The quick path for one change: the normal build, the unit tests and the
+# end-to-end tests whose names match the regex AREA (all by default).
+check: deps
+	@BUILD=$(BUILD) AREA='$(AREA)' scripts/test.sh check
 
 bench: build
 	@scripts/deps.sh bench

@@ -4,9 +4,14 @@
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the same tests under ThreadSanitizer;
 #   4. a short run of every libFuzzer target over its seed corpus.
-# With an argument, runs only that stage (build, asan, tsan, fuzz).
+# With an argument, runs only those stages (build, asan, tsan, fuzz), or
+# `check`: the normal build, the unit tests and the end-to-end tests whose
+# names match the extended regex $AREA (all of them by default), as
+# `make check` runs it. The build directories are $BUILD (default build),
+# $BUILD-asan, $BUILD-tsan and $BUILD-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+build=${BUILD:-build}
 jobs=$(nproc)
 fuzz_seconds=${FUZZ_SECONDS:-15}
 passed=0
@@ -27,14 +32,15 @@ skips=()
 # end as flaky; one that fails twice fails the suite. A test that skipped
 # (exit 77, ctest's "Skipped") counts as neither passed nor failed, and is
 # listed at the end with the reason it gave, as is one that skipped part
-# of its checks.
+# of its checks. Further arguments go to ctest (e.g. -R REGEX).
 run_ctest() {
   local dir=$1 log filter=()
+  shift
   [ -n "${STRESS_ONLY:-}" ] && filter=(-R e2e/stress)
   log=$(mktemp)
   rm -rf "$dir/test/tmp/skips"
   if ctest --test-dir "$dir" --output-on-failure -j"$jobs" \
-    --repeat until-pass:"${TEST_ATTEMPTS:-2}" "${filter[@]}" 2>&1 | tee "$log"; then :; fi
+    --repeat until-pass:"${TEST_ATTEMPTS:-2}" "${filter[@]}" "$@" 2>&1 | tee "$log"; then :; fi
   local t
   while read -r t; do
     grep -Eq "^ *([0-9]+/[0-9]+ )?Test +#[0-9]+: $t \.+ +Passed" "$log" &&
@@ -74,23 +80,29 @@ configure_build() {
 
 stage_build() {
   echo "== stage: build + tests"
-  configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-  run_ctest build
+  configure_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  run_ctest "$build"
+}
+
+stage_check() {
+  echo "== stage: build + unit tests + e2e tests matching '${AREA:-.*}'"
+  configure_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  run_ctest "$build" -R "^unit/|^e2e/.*(${AREA:-.*})"
 }
 
 stage_asan() {
   echo "== stage: ASan + UBSan"
-  configure_build build-asan -DCMAKE_BUILD_TYPE=Debug \
+  configure_build "$build-asan" -DCMAKE_BUILD_TYPE=Debug \
     -DCPROF_SANITIZE=address,undefined
   LSAN_OPTIONS=suppressions=$PWD/test/lsan.supp \
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest build-asan
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_ctest "$build-asan"
 }
 
 stage_tsan() {
   echo "== stage: TSan"
-  configure_build build-tsan -DCMAKE_BUILD_TYPE=Debug -DCPROF_SANITIZE=thread
-  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest build-tsan
+  configure_build "$build-tsan" -DCMAKE_BUILD_TYPE=Debug -DCPROF_SANITIZE=thread
+  TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 run_ctest "$build-tsan"
 }
 
 # Runs one fuzz target over a copy of its seed corpus; its exit status and
@@ -110,18 +122,18 @@ fuzz_one() {
 
 stage_fuzz() {
   echo "== stage: fuzz (${fuzz_seconds}s per target, $jobs at a time)"
-  CC=clang CXX=clang++ configure_build build-fuzz -DCMAKE_BUILD_TYPE=Debug \
+  CC=clang CXX=clang++ configure_build "$build-fuzz" -DCMAKE_BUILD_TYPE=Debug \
     -DCPROF_FUZZ=ON -DCPROF_TESTS=OFF
   local results f name running=0
   results=$(mktemp -d)
-  for f in build-fuzz/fuzz/fuzz_*; do
+  for f in "$build"-fuzz/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     fuzz_one "$f" "$results/$(basename "$f")" &
     running=$((running + 1))
     if [ "$running" -ge "$jobs" ]; then wait -n || true; running=$((running - 1)); fi
   done
   wait
-  for f in build-fuzz/fuzz/fuzz_*; do
+  for f in "$build"-fuzz/fuzz/fuzz_*; do
     [ -x "$f" ] || continue
     name=$(basename "$f")
     if [ "$(cat "$results/$name.rc" 2>/dev/null)" = 0 ]; then
