@@ -90,13 +90,6 @@ static int write_window(const cprof__cpu_window *s, const cprof_sink *sink) {
            "cprof cpu: %llu threads could not be given a CPU timer",
            (unsigned long long)s->unarmed);
   cprof__prof_comment(p, text);
-  if (s->late) {
-    snprintf(text, sizeof text,
-             "cprof cpu: %llu samples came late, with a later one (the "
-             "signal was blocked, or the thread in the kernel)",
-             (unsigned long long)s->late);
-    cprof__prof_comment(p, text);
-  }
   if (s->no_room) {
     snprintf(text, sizeof text,
              "cprof cpu: %llu samples not taken: too little stack left",

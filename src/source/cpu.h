@@ -55,7 +55,6 @@ typedef struct cprof__cpu_window {
   int64_t start_ns, end_ns;
   uint64_t lost;
   uint64_t unarmed; /* threads that could not be given a timer */
-  uint64_t late;    /* samples whose signal came a period or more late */
   uint64_t no_room; /* samples not taken for want of stack (in lost) */
   cprof__cpu_thread_name *gone;
   size_t ngone;

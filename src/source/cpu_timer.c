@@ -59,7 +59,6 @@ struct cprof__cpu_session {
   int64_t start_ns;
   _Atomic uint64_t lost; /* samples the table had no room for */
   _Atomic uint64_t unarmed; /* threads whose timer could not be armed */
-  _Atomic uint64_t late; /* samples whose signal came a period or more late */
   _Atomic uint64_t no_room; /* samples not taken: too little stack */
   atomic_bool follows_forks;
 };
@@ -114,10 +113,8 @@ CPROF__SIGNAL_SAFE __attribute__((noinline)) static void take_sample(const sigin
   uint32_t tid = (uint32_t)current_tid();
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
     cprof__cpu_session *s = atomic_load(&sessions[i]);
-    if (!s) continue;
-    if (!cprof__agg_add(s->agg, sid, tid, vals))
+    if (s && !cprof__agg_add(s->agg, sid, tid, vals))
       atomic_fetch_add(&s->lost, (uint64_t)weight);
-    if (weight > 1) atomic_fetch_add(&s->late, (uint64_t)(weight - 1));
   }
 }
 
@@ -541,7 +538,6 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
       .end_ns = end_ns,
       .lost = atomic_load(&s->lost),
       .unarmed = atomic_load(&s->unarmed),
-      .late = atomic_load(&s->late),
       .no_room = atomic_load(&s->no_room),
       .gone = gone,
       .ngone = gone ? ngone : 0,

@@ -234,8 +234,8 @@ static void say_none(const cprof__sigown *o, bool moving) {
     cprof__warn("%s %s: the signal the setting names is in use by the program",
                 o->what, moving ? "stopped" : "disabled");
   else
-    cprof__warn("%s %s: no free signal (SIGPROF and every real-time signal "
-                "are in use by the program)",
+    cprof__warn("%s %s: no free signal (every signal it may use is the "
+                "program's)",
                 o->what, moving ? "stopped" : "disabled");
 }
 

@@ -1,0 +1,434 @@
+/*
+ * A program that uses signals the way real programs do, while cprof
+ * profiles it (linked). Each mode exits 0 when the program got exactly
+ * what it would have got without cprof; counts and findings go to stderr,
+ * a profile (when the mode writes one) to stdout.
+ *
+ *   sighost reset          cprof at 1000 Hz; the program resets SIGPROF to
+ *                          SIG_DFL, then every signal (a daemon's start-up
+ *                          loop), and goes on working
+ *   sighost itimer SECS    the program counts its own ITIMER_PROF SIGPROFs
+ *                          at 100 Hz over SECS of CPU ("own N, cprof's M,
+ *                          cpu S, process P": P the process's CPU time,
+ *                          which the itimer counts); with
+ *                          SIGHOST_PROFILE=1 cprof
+ *                          profiles at 1000 Hz meanwhile
+ *   sighost install HOW    cprof at 1000 Hz; the program installs its SIGPROF
+ *                          handler with HOW (sigaction, sigset, bsd_signal,
+ *                          sysv_signal or raw: rt_sigaction itself), then
+ *                          runs ITIMER_PROF at 100 Hz for 1 s of CPU
+ *   sighost sigwait HOW    every signal blocked; cprof at 1000 Hz; the
+ *                          program alternates work and a wait for the full
+ *                          set (HOW: sigtimedwait, sigwaitinfo, sigwait,
+ *                          signalfd); it must receive only its own
+ *                          signal (a SIGUSR1 to itself each round)
+ *   sighost watchdog       cprof at 100 Hz; the program arms ITIMER_PROF
+ *                          for 0.5 s of CPU with SIGPROF's default action
+ *                          and loops: it must die of SIGPROF
+ *   sighost threads        the goroutine profile's signal (CPROF_PERF_EVENTS=0
+ *                          makes it ask running threads with one): the
+ *                          program then installs its own handler on
+ *                          SIGRTMIN+5, resets it, takes cprof's new signal
+ *                          with a raw rt_sigaction; profiles in between
+ *                          must neither reach its handler nor kill it
+ *   sighost seccomp WHEN   a seccomp filter that kills the process on
+ *                          timer_create, installed before (WHEN=before) or
+ *                          after (after) cprof's CPU profile starts; a
+ *                          thread is started and goroutine profiles taken
+ *   sighost coroutine      a makecontext coroutine on a 16 KiB-ish stack
+ *                          with a guard page, run deep, under cprof at
+ *                          1000 Hz (its size is read from AT_MINSIGSTKSZ)
+ *   sighost trivial        the same coroutine under the program's own
+ *                          trivial SIGPROF handler at 1000 Hz, no cprof
+ */
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "cprof.h"
+
+/* Still in glibc, no longer declared by its headers. */
+extern __sighandler_t bsd_signal(int sig, __sighandler_t handler);
+
+#ifndef AT_MINSIGSTKSZ
+#define AT_MINSIGSTKSZ 51
+#endif
+
+static volatile uint64_t sink;
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The process's CPU time, all threads: what ITIMER_PROF counts. */
+static double process_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+__attribute__((noinline)) static void burn(double secs) {
+  double end = cpu_now() + secs;
+  while (cpu_now() < end)
+    for (int i = 0; i < 20000; i++) sink = sink * 6364136223846793005ull + 1;
+}
+
+static _Atomic int own_signals, cprof_signals;
+
+static void counting(int sig, siginfo_t *si, void *uc) {
+  (void)sig;
+  (void)uc;
+  if (si->si_code == SI_TIMER)
+    atomic_fetch_add(&cprof_signals, 1);
+  else
+    atomic_fetch_add(&own_signals, 1);
+}
+
+static void counting_plain(int sig) {
+  (void)sig;
+  atomic_fetch_add(&own_signals, 1);
+}
+
+static int start_cpu(int hz) {
+  int err = cprof_cpu_start(hz);
+  if (err) fprintf(stderr, "cprof_cpu_start: %s\n", cprof_strerror(err));
+  return err;
+}
+
+static int stop_cpu(void) {
+  cprof_sink out = cprof_sink_fd(STDOUT_FILENO);
+  int err = cprof_cpu_stop(&out);
+  if (err) fprintf(stderr, "cprof_cpu_stop: %s\n", cprof_strerror(err));
+  return err;
+}
+
+static int mode_reset(void) {
+  if (start_cpu(1000)) return 1;
+  burn(0.2);
+  signal(SIGPROF, SIG_DFL);
+  burn(0.2);
+  for (int s = 1; s < 65; s++)
+    if (s != SIGKILL && s != SIGSTOP) signal(s, SIG_DFL);
+  burn(0.2);
+  fprintf(stderr, "survived the resets\n");
+  return stop_cpu() ? 1 : 0;
+}
+
+static void run_itimer(double secs) {
+  struct itimerval it = {{0, 10000}, {0, 10000}};
+  setitimer(ITIMER_PROF, &it, NULL);
+  burn(secs);
+  struct itimerval off = {{0, 0}, {0, 0}};
+  setitimer(ITIMER_PROF, &off, NULL);
+}
+
+static int mode_itimer(double secs) {
+  const char *p = getenv("SIGHOST_PROFILE");
+  bool profile = p && strcmp(p, "1") == 0;
+  if (profile && start_cpu(1000)) return 1;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = counting;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(SIGPROF, &sa, NULL);
+  double t0 = cpu_now(), p0 = process_now();
+  run_itimer(secs);
+  double used = cpu_now() - t0, process = process_now() - p0;
+  if (profile && stop_cpu()) return 1;
+  fprintf(stderr, "own %d, cprof's %d, cpu %.3f, process %.3f\n",
+          atomic_load(&own_signals), atomic_load(&cprof_signals), used, process);
+  return 0;
+}
+
+/* The kernel's struct sigaction, for raw rt_sigaction. */
+struct ksigaction {
+  void *handler;
+  unsigned long flags;
+  void *restorer;
+  unsigned long mask;
+};
+
+/* Installs h on sig with rt_sigaction itself, borrowing libc's restorer
+ * from a disposition libc installed on SIGUSR2. */
+static int raw_install(int sig, void (*h)(int, siginfo_t *, void *)) {
+  struct sigaction tmp;
+  memset(&tmp, 0, sizeof tmp);
+  tmp.sa_sigaction = h;
+  tmp.sa_flags = SA_SIGINFO;
+  sigaction(SIGUSR2, &tmp, NULL);
+  struct ksigaction k;
+  if (syscall(SYS_rt_sigaction, SIGUSR2, NULL, &k, 8) != 0) return -1;
+  signal(SIGUSR2, SIG_DFL);
+  k.handler = (void *)h;
+  k.flags |= SA_SIGINFO | SA_RESTART;
+  return (int)syscall(SYS_rt_sigaction, sig, &k, NULL, 8);
+}
+
+static int mode_install(const char *how) {
+  if (start_cpu(1000)) return 1;
+  burn(0.1);
+  if (strcmp(how, "sigaction") == 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = counting;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(SIGPROF, &sa, NULL);
+  } else if (strcmp(how, "sigset") == 0) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    sigset(SIGPROF, counting_plain);
+#pragma GCC diagnostic pop
+  } else if (strcmp(how, "bsd_signal") == 0) {
+    bsd_signal(SIGPROF, counting_plain);
+  } else if (strcmp(how, "sysv_signal") == 0) {
+    sysv_signal(SIGPROF, counting_plain);
+  } else if (strcmp(how, "raw") == 0) {
+    if (raw_install(SIGPROF, counting) != 0) {
+      perror("rt_sigaction");
+      return 1;
+    }
+  } else {
+    return 2;
+  }
+  double t0 = cpu_now();
+  run_itimer(1.0);
+  double used = cpu_now() - t0;
+  if (stop_cpu()) return 1;
+  fprintf(stderr, "own %d, cprof's %d, cpu %.3f\n", atomic_load(&own_signals),
+          atomic_load(&cprof_signals), used);
+  return 0;
+}
+
+static int mode_sigwait(const char *how) {
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, NULL);
+  int fd = -1;
+  if (strcmp(how, "signalfd") == 0) {
+    /* A daemon's usual set: the signals it handles, SIGPROF among them
+     * (its own profiler's). */
+    sigset_t mine;
+    sigemptyset(&mine);
+    sigaddset(&mine, SIGUSR1);
+    sigaddset(&mine, SIGPROF);
+    sigaddset(&mine, SIGTERM);
+    fd = signalfd(-1, &mine, SFD_CLOEXEC);
+    if (fd < 0) return 1;
+  }
+  if (start_cpu(1000)) return 1;
+  int got_own = 0, got_other = 0;
+  double t0 = cpu_now();
+  for (int round = 0; round < 300; round++) {
+    burn(0.005);
+    kill(getpid(), SIGUSR1);
+    int sig = -1;
+    if (strcmp(how, "sigtimedwait") == 0) {
+      struct timespec ts = {0, 20000000};
+      sig = sigtimedwait(&all, NULL, &ts);
+    } else if (strcmp(how, "sigwaitinfo") == 0) {
+      siginfo_t si;
+      sig = sigwaitinfo(&all, &si);
+    } else if (strcmp(how, "sigwait") == 0) {
+      if (sigwait(&all, &sig) != 0) sig = -1;
+    } else if (fd >= 0) {
+      struct signalfd_siginfo si;
+      if (read(fd, &si, sizeof si) == (ssize_t)sizeof si) sig = (int)si.ssi_signo;
+    }
+    if (sig == SIGUSR1)
+      got_own++;
+    else
+      got_other++;
+  }
+  double used = cpu_now() - t0;
+  int err = stop_cpu();
+  fprintf(stderr, "own %d, other %d, cpu %.3f\n", got_own, got_other, used);
+  return err || got_other ? 1 : 0;
+}
+
+static int mode_watchdog(void) {
+  if (start_cpu(100)) return 1;
+  struct itimerval it = {{0, 0}, {0, 500000}};
+  setitimer(ITIMER_PROF, &it, NULL);
+  burn(10);
+  fprintf(stderr, "the watchdog never fired\n");
+  return 1;
+}
+
+static atomic_bool spin_on = true;
+
+static void *spinner(void *arg) {
+  (void)arg;
+  while (atomic_load(&spin_on)) sink = sink * 31 + 7;
+  return NULL;
+}
+
+static int goroutine_profile(void) {
+  cprof_buf buf = {0};
+  cprof_sink s = cprof_sink_buf(&buf);
+  int err = cprof_profile_write("goroutine", 1, &s);
+  int spin = buf.data && strstr((const char *)buf.data, "spinner") != NULL;
+  cprof_buf_free(&buf);
+  if (err) fprintf(stderr, "goroutine: %s\n", cprof_strerror(err));
+  return err ? -1 : spin;
+}
+
+static int mode_threads(void) {
+  pthread_t t;
+  pthread_create(&t, NULL, spinner, NULL);
+  int a = goroutine_profile();
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = counting;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigaction(SIGRTMIN + 5, &sa, NULL);
+  int b = goroutine_profile();
+  signal(SIGRTMIN + 5, SIG_DFL);
+  int c = goroutine_profile();
+  /* Whatever real-time signal cprof is on now, take them all with the
+   * system call itself. */
+  for (int s = SIGRTMIN; s <= SIGRTMAX; s++) raw_install(s, counting);
+  int d = goroutine_profile();
+  atomic_store(&spin_on, false);
+  pthread_join(t, NULL);
+  fprintf(stderr,
+          "spinner seen %d %d %d %d; the program's handler got %d of cprof's "
+          "signals\n",
+          a, b, c, d, atomic_load(&cprof_signals));
+  return a >= 0 && b >= 0 && c >= 0 && d >= 0 && atomic_load(&cprof_signals) == 0
+             ? 0
+             : 1;
+}
+
+static void kill_on_timer_create(void) {
+  struct sock_filter f[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
+  prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC,
+              &prog) != 0)
+    perror("seccomp");
+}
+
+static void *short_worker(void *arg) {
+  (void)arg;
+  burn(0.05);
+  return NULL;
+}
+
+static int mode_seccomp(const char *when) {
+  bool before = strcmp(when, "before") == 0;
+  if (before) kill_on_timer_create();
+  int err = cprof_cpu_start(100);
+  fprintf(stderr, "start: %s\n", cprof_strerror(err));
+  if (!before) kill_on_timer_create();
+  pthread_t t;
+  pthread_create(&t, NULL, short_worker, NULL);
+  pthread_join(t, NULL);
+  pthread_create(&t, NULL, spinner, NULL);
+  int g = goroutine_profile();
+  atomic_store(&spin_on, false);
+  pthread_join(t, NULL);
+  burn(0.05);
+  cprof_cpu_stop(NULL);
+  fprintf(stderr, "survived; goroutine profile %s\n", g >= 0 ? "written" : "failed");
+  return (before ? err != 0 : err == 0) && g >= 0 ? 0 : 1;
+}
+
+/* The coroutine: recurses DEPTH bytes deep, then burns CPU there. */
+static ucontext_t main_ctx, co_ctx;
+static size_t co_depth;
+
+__attribute__((noinline)) static void deep(size_t left) {
+  volatile char pad[512];
+  pad[0] = (char)left;
+  if (left > sizeof pad) {
+    deep(left - sizeof pad);
+  } else {
+    burn(0.6);
+  }
+  sink += (uint64_t)pad[0];
+}
+
+static void co_main(void) { deep(co_depth); }
+
+static void trivial(int sig) {
+  (void)sig;
+  sink++;
+}
+
+static int mode_coroutine(bool with_cprof) {
+  /* A 16 KiB stack, run deep enough to leave below its deepest frame
+   * room for the kernel's signal frame and a small handler (1 KiB), no
+   * more: a handler that needs a few KiB does not fit. */
+  static long frame;
+  frame = (long)getauxval(AT_MINSIGSTKSZ);
+  if (frame <= 0) frame = 2048;
+  static size_t page = 4096, size = 16384, used;
+  used = size - (size_t)frame - 1024;
+  co_depth = used;
+  static unsigned char *m;
+  m = mmap(NULL, size + page, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (m == MAP_FAILED) return 1;
+  mprotect(m, page, PROT_NONE); /* the guard page, below the stack */
+  getcontext(&co_ctx);
+  co_ctx.uc_stack.ss_sp = m + page;
+  co_ctx.uc_stack.ss_size = size;
+  co_ctx.uc_link = &main_ctx;
+  makecontext(&co_ctx, co_main, 0);
+  if (with_cprof) {
+    if (start_cpu(1000)) return 1;
+  } else {
+    signal(SIGPROF, trivial);
+    struct itimerval it = {{0, 1000}, {0, 1000}};
+    setitimer(ITIMER_PROF, &it, NULL);
+  }
+  for (int i = 0; i < 3; i++) {
+    makecontext(&co_ctx, co_main, 0);
+    swapcontext(&main_ctx, &co_ctx);
+  }
+  fprintf(stderr, "coroutine stack %zu bytes, %zu used, signal frame %ld: survived\n",
+          size, used, frame);
+  if (with_cprof) return stop_cpu() ? 1 : 0;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *mode = argc > 1 ? argv[1] : "";
+  const char *arg = argc > 2 ? argv[2] : "";
+  if (strcmp(mode, "reset") == 0) return mode_reset();
+  if (strcmp(mode, "itimer") == 0) return mode_itimer(atof(arg));
+  if (strcmp(mode, "install") == 0) return mode_install(arg);
+  if (strcmp(mode, "sigwait") == 0) return mode_sigwait(arg);
+  if (strcmp(mode, "watchdog") == 0) return mode_watchdog();
+  if (strcmp(mode, "threads") == 0) return mode_threads();
+  if (strcmp(mode, "seccomp") == 0) return mode_seccomp(arg);
+  if (strcmp(mode, "coroutine") == 0) return mode_coroutine(true);
+  if (strcmp(mode, "trivial") == 0) return mode_coroutine(false);
+  fprintf(stderr, "usage: sighost MODE [ARG] (see the source)\n");
+  return 2;
+}
