@@ -42,6 +42,7 @@
 #include "source/heap.h"
 #include "sink/http.h"
 #include "base/mem.h"
+#include "base/sys.h"
 #include "profile/heap_peak.h"
 #include "sink/push.h"
 #include "capture/stack.h"
@@ -329,13 +330,22 @@ __attribute__((constructor)) static void cprof__init(void) {
   cprof__push_env_init();
 }
 
-/* Environments larger than this go to an exec that keeps the pid as they
- * are (the settings are rebuilt on the stack). */
-#define EXEC_ENV_MAX (256 * 1024)
+/* The environment given back to an exec that keeps the pid is built on
+ * the caller's stack when it fits in EXEC_ENV_STACK bytes (about a
+ * hundred variables), otherwise in a mapping of its own, so the stack use
+ * stays bounded whatever the environment: an exec from a crash handler on
+ * a small alternate stack, or from a thread with a small stack, must not
+ * overflow it. The mapping is given back when exec fails; a successful
+ * exec replaces the address space with it (after vfork, the parent's:
+ * there the mapping stays, one per such exec). An environment past
+ * EXEC_ENV_MAX bytes of pointers, or a mapping refused, goes to the exec
+ * as it is. */
+#define EXEC_ENV_STACK 1024
+#define EXEC_ENV_MAX (32 * 1024 * 1024)
 
 /* Runs exec with envp, or for an exec that keeps the pid (this is the
- * process whose environment was changed), with cprof's settings put back,
- * built on this stack: nothing is allocated, so an exec from a signal
+ * process whose environment was changed), with cprof's settings put back
+ * (above): nothing is allocated from the heap, so an exec from a signal
  * handler stays safe. In a fork child, the dump state learns that the
  * child is being replaced. */
 #define EXEC_WITH_ENV(envp, call)                                          \
@@ -346,12 +356,25 @@ __attribute__((constructor)) static void cprof__init(void) {
       slots_ = exec_env_size((envp), &plen_);                              \
     else                                                                   \
       cprof__dump_exec_attempt(pid_);                                      \
-    if (slots_ && slots_ * sizeof(char *) + plen_ <= EXEC_ENV_MAX) {       \
-      char *env_[slots_];                                                  \
-      char preload_[plen_ + 1];                                            \
-      exec_env_fill((envp), env_, preload_, plen_ + 1);                    \
+    size_t need_ = slots_ * sizeof(char *) + plen_ + 1;                    \
+    char stack_[EXEC_ENV_STACK] __attribute__((aligned(16)));              \
+    char *buf_ = NULL;                                                     \
+    bool mapped_ = false;                                                  \
+    if (slots_ && need_ <= EXEC_ENV_MAX) {                                 \
+      if (need_ <= sizeof stack_) {                                        \
+        buf_ = stack_;                                                     \
+      } else {                                                             \
+        buf_ = cprof__sys_map(need_);                                      \
+        mapped_ = buf_ != NULL;                                            \
+      }                                                                    \
+    }                                                                      \
+    if (buf_) {                                                            \
+      char **env_ = (char **)(void *)buf_;                                 \
+      exec_env_fill((envp), env_, buf_ + slots_ * sizeof(char *),          \
+                    plen_ + 1);                                            \
       char *const *use_ = env_;                                            \
       call;                                                                \
+      if (mapped_) cprof__sys_unmap(buf_, need_);                          \
     } else {                                                               \
       char *const *use_ = (envp);                                          \
       call;                                                                \

@@ -4,8 +4,8 @@
 # every signal, handlers installed through every libc call and the system
 # call itself, waits for the full signal set, a watchdog on SIGPROF's
 # default action, the thread sampler's signal taken and reset, a seccomp
-# filter that kills on timer_create, and a coroutine stack too small for
-# a walk. Each case killed the program, stopped it doing its job, or fed
+# filter that kills on timer_create, exec from small stacks with large
+# environments, and a coroutine stack too small for a walk. Each case killed the program, stopped it doing its job, or fed
 # it cprof's signals before cprof moved off the signals programs take.
 source "$(dirname "$0")/lib.bash"
 prog=$CPROF_BUILD/test/progs/sighost
@@ -95,6 +95,18 @@ for when in before after; do
   expect_match "$TMP/seccomp_$when.txt" '^cprof: CPU profiling stopped: a seccomp filter is on' \
     "a seccomp filter installed $when the CPU profile starts: one line, no timer_create"
   expect_match "$TMP/seccomp_$when.txt" '^survived; goroutine profile written$' "the program lives on ($when)"
+done
+
+# An exec that keeps the pid gets cprof's settings back in a rebuilt
+# environment: built off the caller's stack once it is large, so an exec
+# from a crash handler on an 8 KiB alternate stack (700 variables) or a
+# thread with a 64 KiB stack (9,000) does not overflow it (both died).
+for c in altstack:700 thread:9000; do
+  where=${c%:*} n=${c#*:}
+  CPROF_UNWIND=auto "$prog" exec "$where" "$n" >"$TMP/exec_$where.txt" 2>&1 ||
+    { cat "$TMP/exec_$where.txt"; fail "exec from a $where with $n variables died"; }
+  expect_match "$TMP/exec_$where.txt" "^exec'd: CPROF_UNWIND=auto, $n variables$" \
+    "exec from a $where with $n more variables: the shell got them and cprof's setting"
 done
 
 # A coroutine's stack (bounds unknown to cprof) run deep: room below for

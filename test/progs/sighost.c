@@ -40,6 +40,13 @@
  *                          1000 Hz (its size is read from AT_MINSIGSTKSZ)
  *   sighost trivial        the same coroutine under the program's own
  *                          trivial SIGPROF handler at 1000 Hz, no cprof
+ *   sighost exec WHERE N   N more environment variables, then an exec of
+ *                          /bin/sh from a crash handler on an 8 KiB
+ *                          alternate stack (WHERE=altstack) or from a
+ *                          thread with a 64 KiB stack (thread); run with a
+ *                          CPROF_ setting, so cprof rebuilds the
+ *                          environment for the exec; the shell prints
+ *                          what it got
  */
 #include <errno.h>
 #include <linux/filter.h>
@@ -417,6 +424,57 @@ static int mode_coroutine(bool with_cprof) {
   return 0;
 }
 
+static void exec_shell(void) {
+  char *argv[] = {"sh", "-c",
+                  "echo \"exec'd: CPROF_UNWIND=$CPROF_UNWIND, $(env | grep -c "
+                  "'^SIGHOST_V') variables\"",
+                  NULL};
+  execv("/bin/sh", argv);
+  _exit(127);
+}
+
+static void on_crash(int sig) {
+  (void)sig;
+  exec_shell();
+}
+
+static void *exec_thread(void *arg) {
+  (void)arg;
+  exec_shell();
+  return NULL;
+}
+
+static int mode_exec(const char *where, int n) {
+  char name[32];
+  for (int i = 0; i < n; i++) {
+    snprintf(name, sizeof name, "SIGHOST_V%d", i);
+    setenv(name, "x", 1);
+  }
+  if (strcmp(where, "altstack") == 0) {
+    /* 8 KiB with a guard page below, as a crash handler's stack is. */
+    unsigned char *m = mmap(NULL, 4096 + 8192, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return 1;
+    mprotect(m, 4096, PROT_NONE);
+    stack_t ss = {.ss_sp = m + 4096, .ss_size = 8192, .ss_flags = 0};
+    sigaltstack(&ss, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_crash;
+    sa.sa_flags = SA_ONSTACK;
+    sigaction(SIGSEGV, &sa, NULL);
+    raise(SIGSEGV);
+  } else {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 65536);
+    pthread_t t;
+    pthread_create(&t, &attr, exec_thread, NULL);
+    pthread_join(t, NULL);
+  }
+  return 1;
+}
+
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   const char *arg = argc > 2 ? argv[2] : "";
@@ -429,6 +487,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "seccomp") == 0) return mode_seccomp(arg);
   if (strcmp(mode, "coroutine") == 0) return mode_coroutine(true);
   if (strcmp(mode, "trivial") == 0) return mode_coroutine(false);
+  if (strcmp(mode, "exec") == 0 && argc > 3) return mode_exec(arg, atoi(argv[3]));
   fprintf(stderr, "usage: sighost MODE [ARG] (see the source)\n");
   return 2;
 }
