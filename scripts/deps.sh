@@ -20,11 +20,12 @@ packages=(
   strace                             # exact system-call checks (e2e/symbolize_debuglink, extract_names)
   libjemalloc2 libgoogle-perftools4  # C++ heap under other allocators (e2e/heap_allocators)
   nginx-light                        # a pre-fork server, profiled whole (e2e/nginx)
+  php-cli linux-perf                 # a program that owns SIGPROF, against perf (e2e/signals_php)
 )
 
 # `deps.sh bench` adds the profilers the benchmarks compare cprof with.
 if [ "${1:-}" = bench ]; then
-  packages+=(heaptrack linux-perf redis-server redis-tools)
+  packages+=(heaptrack redis-server redis-tools)
 fi
 
 missing=()

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Debian's php-cli owns SIGPROF: max_execution_time runs on ITIMER_PROF
+# with a SIGPROF handler PHP installs at start-up. cprof profiles it on
+# another signal (it used to stop: 35 samples where perf took 869), and
+# PHP's own time limit still ends the script at its second, with PHP's
+# own fatal error.
+source "$(dirname "$0")/lib.bash"
+command -v php >/dev/null || skip_rest "php is not installed (scripts/deps.sh installs php-cli)"
+cprof=$CPROF_BUILD/cprof
+# cpu_of CMD...: runs CMD, leaving the CPU seconds it used (user + system,
+# children included) in $cpu_used; returns its status.
+cpu_of() {
+  local t0 t1 me=$BASHPID rc=0
+  t0=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$me/stat")
+  "$@" || rc=$?
+  t1=$(awk '{print $14 + $15 + $16 + $17}' "/proc/$me/stat")
+  cpu_used=$(awk -v a="$t0" -v b="$t1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
+  return "$rc"
+}
+cat >"$TMP/loop.php" <<'EOF'
+<?php
+function work($n) { $s = 0; for ($i = 0; $i < $n; $i++) { $s += $i * $i % 7; } return $s; }
+$t = 0;
+for ($k = 0; $k < 1500; $k++) { $t += work(100000); }
+echo "done $t\n";
+EOF
+samples_total() {
+  pprof -raw "$1" | awk '/^Samples:/ {on=1; getline; next} on && /^ *[0-9]+ / {n += $1} /^Locations/ {on=0} END {print n + 0}'
+}
+
+cpu_of "$cprof" run --dump cpu --dump-out "$TMP/php.log" -- php "$TMP/loop.php" >"$TMP/php.out" 2>"$TMP/php.err" ||
+  { cat "$TMP/php.err"; fail "php under cprof run failed"; }
+cprof_cpu=$cpu_used
+expect_match "$TMP/php.out" '^done ' "php ran its loop under cprof run --dump cpu"
+expect_no_match "$TMP/php.err" 'cprof:' "no line from cprof: it moved off PHP's SIGPROF"
+"$cprof" extract -o "$TMP/prof" "$TMP/php.log" >/dev/null 2>&1 || fail "cprof extract"
+profile=$(ls "$TMP"/prof/cpu-*.pb.gz | head -1)
+n=$(samples_total "$profile")
+pprof -top -cum "$profile" >"$TMP/top.txt"
+# Stacks reach main: php's main is stripped, its caller is libc's.
+expect_match "$TMP/top.txt" '^ *[0-9.]+(m?s)? +[0-9.]+% +[0-9.]+% +[0-9.]+m?s +(9[0-9]|100)(\.[0-9]+)?% +__libc_start_call_main$' \
+  "90% or more of the samples have stacks reaching main (__libc_start_call_main)"
+expect_match "$TMP/top.txt" ' execute_ex$' "the interpreter's execute_ex is in the profile"
+
+# perf, at the same rate, on the same loop; both counts per CPU second.
+if perf record -q -e cpu-clock -F 100 -o "$TMP/perf.data" -- true >/dev/null 2>&1; then
+  cpu_of perf record -q -e cpu-clock -F 100 -o "$TMP/perf.data" -- php "$TMP/loop.php" >/dev/null 2>&1 ||
+    fail "perf record php"
+  perf_cpu=$cpu_used
+  p=$(perf script -i "$TMP/perf.data" -F ip 2>/dev/null | wc -l)
+  awk -v n="$n" -v c="$cprof_cpu" -v p="$p" -v pc="$perf_cpu" \
+    'BEGIN { exit !(c > 0 && pc > 0 && p > 0 && n / c >= 0.9 * p / pc) }' ||
+    fail "cprof took $n samples in ${cprof_cpu}s of CPU, perf $p in ${perf_cpu}s"
+  checks=$((checks + 1))
+  echo "ok: cprof $n samples in ${cprof_cpu}s of CPU, perf $p in ${perf_cpu}s (90% or more of perf's rate)"
+else
+  echo "perf record cannot run here (perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid)): cprof's count is held against the CPU time"
+  awk -v n="$n" -v c="$cprof_cpu" 'BEGIN { exit !(c > 0 && n >= 0.9 * c * 100) }' ||
+    fail "cprof took $n samples in ${cprof_cpu}s of CPU at 100 Hz"
+  checks=$((checks + 1))
+  echo "ok: cprof $n samples in ${cprof_cpu}s of CPU at 100 Hz"
+fi
+
+# PHP's own time limit, on ITIMER_PROF: the script ends at 1 s of CPU
+# with PHP's fatal error, as without cprof.
+cat >"$TMP/limit.php" <<'EOF'
+<?php
+set_time_limit(1);
+$x = 0;
+while (true) { $x++; }
+EOF
+status=0
+cpu_of timeout 20 "$cprof" run --dump cpu --dump-out "$TMP/limit.log" -- php "$TMP/limit.php" >"$TMP/limit.out" 2>&1 || status=$?
+cat "$TMP/limit.out"
+[ "$status" -eq 255 ] || fail "the time-limited script ended with status $status, not PHP's 255"
+expect_match "$TMP/limit.out" 'Fatal error: +Maximum execution time of 1 second exceeded' \
+  "set_time_limit(1) ends an endless loop with PHP's own fatal error under cprof"
+awk -v c="$cpu_used" 'BEGIN { exit !(c >= 0.9 && c < 3) }' ||
+  fail "the time-limited script used ${cpu_used}s of CPU (its limit is 1 s)"
+checks=$((checks + 1))
+echo "ok: it ended after ${cpu_used}s of CPU"
+finish
