@@ -5,7 +5,7 @@ JOBS ?= $(shell nproc)
 PREFIX ?= /usr/local
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test check bench fuzz stress install clean
+.PHONY: all deps build demo test check test-matrix bench fuzz stress install clean
 
 all: build
 
@@ -26,7 +26,14 @@ test: deps
 # The quick path for one change: the normal build, the unit tests and the
 # end-to-end tests whose names match the regex AREA (all by default).
 check: deps
-	@BUILD=$(BUILD) AREA='$(AREA)' scripts/test.sh check
+	@BUILD=$(BUILD) AREA='$(value AREA)' scripts/test.sh check
+
+# The normal build's tests (AREA as for check) on one CPU, beside a CPU
+# hog on every CPU, without perf events, under a seccomp filter and under
+# a ulimit -v; a table of the results per environment (not in CI: five
+# runs of the tests).
+test-matrix: deps
+	@BUILD=$(BUILD) AREA='$(value AREA)' scripts/test.sh matrix
 
 bench: build
 	@scripts/deps.sh bench

@@ -7,7 +7,8 @@
 # With an argument, runs only those stages (build, asan, tsan, fuzz), or
 # `check`: the normal build, the unit tests and the end-to-end tests whose
 # names match the extended regex $AREA (all of them by default), as
-# `make check` runs it. The build directories are $BUILD (default build),
+# `make check` runs it, or `matrix`: those tests of the normal build in
+# five hostile environments, as `make test-matrix` runs it (stage_matrix). The build directories are $BUILD (default build),
 # $BUILD-asan, $BUILD-tsan and $BUILD-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,10 @@ flaky=()
 # "build dir: test: reason" for each test that skipped all or part of its
 # checks (test/e2e/lib.bash's skip_rest), listed at the end.
 skips=()
+# A command ctest runs under (taskset, a ulimit, a seccomp filter), and
+# the name the lists at the end give the run instead of its directory.
+ctest_wrap=()
+ctest_label=
 
 # Runs ctest in a build directory and adds its counts to the totals
 # (only the stress test when STRESS_ONLY is set, as `make stress` does).
@@ -39,18 +44,19 @@ run_ctest() {
   [ -n "${STRESS_ONLY:-}" ] && filter=(-R e2e/stress)
   log=$(mktemp)
   rm -rf "$dir/test/tmp/skips"
-  if ctest --test-dir "$dir" --output-on-failure -j"$jobs" \
+  local label=${ctest_label:-$dir}
+  if "${ctest_wrap[@]}" ctest --test-dir "$dir" --output-on-failure -j"$jobs" \
     --repeat until-pass:"${TEST_ATTEMPTS:-2}" "${filter[@]}" "$@" 2>&1 | tee "$log"; then :; fi
   local t
   while read -r t; do
     grep -Eq "^ *([0-9]+/[0-9]+ )?Test +#[0-9]+: $t \.+ +Passed" "$log" &&
-      flaky+=("$dir: $t")
+      flaky+=("$label: $t")
   done < <(sed -nE 's/^ *([0-9]+\/[0-9]+ )?Test +#[0-9]+: ([^ ]+) \.+\*\*\*(Failed|Timeout|Exception).*/\2/p' "$log" | sort -u)
   local line
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -1 || true)
   if [ -z "$line" ]; then
     rm -f "$log"
-    echo "test: no ctest summary from $dir" >&2
+    echo "test: no ctest summary from $label" >&2
     failed=$((failed + 1))
     return
   fi
@@ -66,7 +72,7 @@ run_ctest() {
   for f in "$dir"/test/tmp/skips/*; do
     [ -f "$f" ] || continue
     while read -r reason; do
-      skips+=("$dir: e2e/$(basename "$f"): $reason")
+      skips+=("$label: e2e/$(basename "$f"): $reason")
     done < <(sort -u "$f")
   done
 }
@@ -88,6 +94,79 @@ stage_check() {
   echo "== stage: build + unit tests + e2e tests matching '${AREA:-.*}'"
   configure_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   run_ctest "$build" -R "^unit/|^e2e/.*(${AREA:-.*})"
+}
+
+# The normal build's tests (those stage_check runs) in hostile
+# environments, each a full run with a row in a table at the end:
+#   one-cpu   ctest and every test pinned to CPU 0 (taskset), one at a time;
+#   cpu-hogs  a CPU hog on every CPU for the whole run;
+#   no-perf   CPROF_PERF_EVENTS=0;
+#   seccomp   everything under a seccomp filter that allows every call
+#             (scripts/with_seccomp.py), as in a container: cprof does not
+#             try perf events there either;
+#   ulimit-v  address space limited to what go tool pprof, the tests'
+#             reader, needs here (measured first, in 64 MiB steps) plus
+#             the 133.3 MiB cprof may take at most (5.3 MiB at load and
+#             128 MiB of tables, docs/heap.md#address-space).
+stage_matrix() {
+  echo "== stage: matrix of hostile environments, tests matching '${AREA:-.*}'"
+  configure_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  local regex="^unit/|^e2e/.*(${AREA:-.*})" rows=() row p0 f0 s0 n
+  hogs=()
+  matrix_row() {
+    rows+=("$(printf '%-10s %6d %7d %6d' "$1" $((passed - p0)) $((skipped - s0)) $((failed - f0)))")
+  }
+  p0=$passed f0=$failed s0=$skipped
+  echo "== matrix: one-cpu (taskset -c 0, one test at a time)"
+  local saved_jobs=$jobs
+  jobs=1 ctest_label=one-cpu ctest_wrap=(taskset -c 0)
+  run_ctest "$build" -R "$regex"
+  jobs=$saved_jobs
+  matrix_row one-cpu
+
+  p0=$passed f0=$failed s0=$skipped
+  n=$(nproc)
+  echo "== matrix: cpu-hogs ($n hogs)"
+  trap 'kill "${hogs[@]}" 2>/dev/null || true' EXIT
+  for _ in $(seq "$n"); do yes >/dev/null & hogs+=($!); done
+  ctest_label=cpu-hogs ctest_wrap=()
+  run_ctest "$build" -R "$regex"
+  kill "${hogs[@]}" 2>/dev/null || true
+  wait "${hogs[@]}" 2>/dev/null || true
+  trap - EXIT
+  matrix_row cpu-hogs
+
+  p0=$passed f0=$failed s0=$skipped
+  echo "== matrix: no-perf (CPROF_PERF_EVENTS=0)"
+  ctest_label=no-perf ctest_wrap=(env CPROF_PERF_EVENTS=0)
+  run_ctest "$build" -R "$regex"
+  matrix_row no-perf
+
+  p0=$passed f0=$failed s0=$skipped
+  echo "== matrix: seccomp (an allow-all seccomp filter)"
+  ctest_label=seccomp ctest_wrap=(python3 scripts/with_seccomp.py)
+  run_ctest "$build" -R "$regex"
+  matrix_row seccomp
+
+  p0=$passed f0=$failed s0=$skipped
+  local kib=65536 prof
+  prof=$(mktemp --suffix=.pb.gz)
+  "$build/test/progs/cpuburn" profile 100 >"$prof" 2>/dev/null || true
+  while [ "$kib" -lt $((8 * 1024 * 1024)) ] &&
+    ! (ulimit -v "$kib" && go tool pprof -top "$prof" >/dev/null 2>&1); do
+    kib=$((kib + 65536))
+  done
+  rm -f "$prof"
+  echo "== matrix: ulimit-v: go tool pprof runs under $((kib / 1024)) MiB; limit $(( (kib + 136500) / 1024 )) MiB"
+  kib=$((kib + 136500))
+  ctest_label="ulimit-v" ctest_wrap=(bash -c 'ulimit -v "$0" && exec "$@"' "$kib")
+  run_ctest "$build" -R "$regex"
+  matrix_row "ulimit-v"
+  ctest_label= ctest_wrap=()
+
+  echo
+  echo "environment passed skipped failed"
+  for row in "${rows[@]}"; do echo "$row"; done
 }
 
 stage_asan() {

@@ -99,6 +99,19 @@ sanitized_build() {
   [[ $(ldd "$1") == *lib[at]san* ]]
 }
 
+# browser_missing: why the page tests cannot drive a browser here, or
+# nothing when they can: chromium or node is not installed, or the address
+# space is limited (ulimit -v) below what V8, which reserves gigabytes at
+# start, needs.
+browser_missing() {
+  if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
+    echo "chromium or node is not installed"
+  elif [ "$(ulimit -v)" != unlimited ] &&
+    ! { node -e 0 && timeout 60 chromium --headless --no-sandbox --dump-dom about:blank; } >/dev/null 2>&1; then
+    echo "node or chromium cannot start under ulimit -v $(ulimit -v) KiB"
+  fi
+}
+
 # skip_rest REASON: ends the test early, saying why. With no check run
 # yet the whole test is skipped: exit 77, which ctest reports as skipped
 # (SKIP_RETURN_CODE); after some checks, it passed those. Either way the

@@ -51,9 +51,8 @@ st=$(get "$B/ui/nosuch")
 [ "$st" = 404 ] || fail "/ui/nosuch: $st"
 ok "/ui/nosuch is 404"
 
-if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
-  skip_rest "the browser checks (chromium or node is not installed)"
-fi
+why=$(browser_missing)
+[ -z "$why" ] || skip_rest "the browser checks ($why)"
 
 # --- CPU, 2 seconds: burn_http is the widest frame apart from its callers
 "${cdp[@]}" "$B/ui/?profile=profile&seconds=2" --interact \

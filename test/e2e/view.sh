@@ -180,9 +180,8 @@ ok "cprof view cpu.pb.gz wrote cpu.html"
 "$cprof" view -o "$TMP/ccpu.html" "$TMP/c/cpu.pb.gz" 2>/dev/null || fail "cprof view cprof CPU"
 "$cprof" view -o - "$TMP/c/heap.pb.gz" >"$TMP/cheap.html" 2>/dev/null || fail "cprof view to stdout"
 expect_no_match "$TMP/ccpu.html" '(src|href)="(https?:)?//|@import|url\((https?:)?//' "the standalone page loads nothing from elsewhere"
-if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
-  skip_rest "the browser checks (chromium or node is not installed)"
-fi
+why=$(browser_missing)
+[ -z "$why" ] || skip_rest "the browser checks ($why)"
 "${cdp[@]}" "file://$TMP/go/cpu.html" "file://$TMP/goheap.html?sample=alloc_space" "file://$TMP/ccpu.html" \
   "file://$TMP/cheap.html?sample=alloc_space" --interact --screenshot "$TMP/view.png" >"$TMP/view.json" || fail "cdp.js on the views"
 "${check[@]}" "$TMP/view.json" --index 0 --hot main.burnAlpha --sample cpu --interact || fail "Go CPU profile in cprof view"

@@ -16,9 +16,8 @@ checks=$((checks + 1))
 echo "ok: cprof top = go tool pprof -top on the big profile ($(grep -cE '^ +[-0-9.]' "$TMP/ours.txt") functions)"
 "$cprof" view -o "$TMP/big.html" "$TMP/big.pb.gz" 2>/dev/null || fail "cprof view"
 echo "page: $(stat -c %s "$TMP/big.html") bytes for a $(stat -c %s "$TMP/big.pb.gz")-byte profile"
-if ! command -v chromium >/dev/null || ! command -v node >/dev/null; then
-  skip_rest "the browser check (chromium or node is not installed)"
-fi
+why=$(browser_missing)
+[ -z "$why" ] || skip_rest "the browser check ($why)"
 node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js" "file://$TMP/big.html" --interact \
   --screenshot "$TMP/big.png" >"$TMP/big.json" || fail "cdp.js"
 python3 "$CPROF_SRC/test/ui/check.py" "$TMP/big.json" --sample cpu --min-frames 100 --interact || fail "the big profile in the viewer"
