@@ -14,8 +14,8 @@
  * sends cprof's signal (SIGRTMIN+5) to a random worker every 2 ms, as a
  * collector that signals every running thread would: the control that
  * shows the count works. With "seccomp", it first puts itself under a
- * seccomp filter that allows everything (cprof then does not try perf
- * events).
+ * seccomp filter that allows everything (cprof then tries neither perf
+ * events nor its timer).
  */
 #include <errno.h>
 #include <poll.h>
