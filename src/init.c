@@ -47,6 +47,7 @@
 #include "sink/push.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
+#include "source/signals.h"
 #include "source/threads.h"
 
 const int cprof__init_anchor = 1;
@@ -310,6 +311,7 @@ __attribute__((constructor)) static void cprof__init(void) {
   cprof__stack_register_thread();
   cprof__stack_init();
   cprof__threads_init();
+  cprof__sig_init();
   cprof__heap_init();
   cprof__heap_peak_init();
   cprof__contention_env_init();

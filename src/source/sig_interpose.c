@@ -91,7 +91,7 @@ static cprof__sigown *_Atomic owners[MAX_OWNERS];
 /* The disposition each owned signal had when cprof claimed it. */
 static struct sigaction found[NSIG_MAX];
 /* Per signal, the owned signals cprof added to the mask of the program's
- * SA_ONSTACK handler for it (bit n for signal n). */
+ * SA_ONSTACK handler for it (bit n - 1 for signal n). */
 static unsigned long long added[NSIG_MAX];
 /* Signals the program waits for with signalfd: never claimed. */
 static unsigned long long wanted;
@@ -115,14 +115,15 @@ static void before_fork(void) { (void)lock(); }
 static void after_fork(void) { unlock(); }
 static void child_after_fork(void) { atomic_store(&lock_holder, 0); }
 
-/* Registered before any owner's (a constructor): in a fork child the
- * lock is free again before the owners' own child handlers use it, and
- * no fork finds it held mid-change. */
-__attribute__((constructor)) static void install_atfork(void) {
+/* Registered by the library's constructor, before any owner's: in a fork
+ * child the lock is free again before the owners' own child handlers use
+ * it, and no fork finds it held mid-change. */
+void cprof__sig_init(void) {
   pthread_atfork(before_fork, after_fork, child_after_fork);
 }
 
-static unsigned long long bit(int sig) { return 1ULL << sig; }
+/* Bit sig - 1 for signal sig, as the kernel's masks have it. */
+static unsigned long long bit(int sig) { return 1ULL << (sig - 1); }
 
 static bool valid(int sig) { return sig > 0 && sig < NSIG_MAX; }
 

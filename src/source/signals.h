@@ -50,6 +50,10 @@ typedef struct cprof__sigown {
   _Atomic int signo; /* the signal held, 0 for none */
 } cprof__sigown;
 
+/* Sets the module up (its fork handlers); the library's constructor
+ * calls it before anything can claim a signal. */
+CPROF__HIDDEN void cprof__sig_init(void);
+
 /* Installs o's handler on a free signal and returns it (o->signo), or 0
  * with one line on stderr saying why. Returns o->signo at once while it
  * still holds its handler. */

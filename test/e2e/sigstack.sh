@@ -30,6 +30,8 @@ for c in $cases; do
     { cat "$TMP/alt$size.txt"; fail "altstack $size (handler locals $locals): the program was hurt"; }
   expect_match "$TMP/alt$size.txt" '^altstack use: [0-9]+ bytes without the profile, [0-9]+ with it$' \
     "a $size-byte alternate stack, a handler with $locals bytes of locals, SIGPROF at 1000 Hz: nothing below it written"
+  expect_match "$TMP/alt$size.txt" "^mask read back lacks SIGPROF; the kernel's holds it$" \
+    "cprof's signal is in the handler's mask in the kernel, not in what the program reads back"
   read -r plain with < <(sed -nE 's/^altstack use: ([0-9]+) bytes without the profile, ([0-9]+) with it$/\1 \2/p' "$TMP/alt$size.txt")
   # Nothing of cprof's on that stack: the deepest use with the profile is
   # the program's own (the kernel's frame varies with the register state

@@ -129,8 +129,32 @@ static int stop_cpu(void) {
   return err;
 }
 
+/* The number of signals whose disposition, read with the system call
+ * itself, is a handler the program did not install (its own are passed;
+ * glibc's own, below SIGRTMIN, installed as its first thread starts, are
+ * not counted). */
+static int foreign_handlers(void *own) {
+  int n = 0;
+  for (int s = 1; s < 65; s++) {
+    struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } k;
+    if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN) ||
+        syscall(SYS_rt_sigaction, s, NULL, &k, 8) != 0)
+      continue;
+    if (k.handler != (void *)SIG_DFL && k.handler != (void *)SIG_IGN && k.handler != own)
+      n++;
+  }
+  return n;
+}
+
 static int mode_reset(void) {
+  int before = foreign_handlers(NULL);
   if (start_cpu(1000)) return 1;
+  /* What the program reads back of cprof's signal is what it left. */
+  struct sigaction cur;
+  sigaction(SIGPROF, NULL, &cur);
+  fprintf(stderr, "SIGPROF reads as %s while cprof holds it, %d handlers not the program's\n",
+          cur.sa_handler == SIG_DFL ? "SIG_DFL" : "a handler",
+          foreign_handlers(NULL) - before);
   burn(0.2);
   signal(SIGPROF, SIG_DFL);
   burn(0.2);
@@ -152,6 +176,7 @@ static void run_itimer(double secs) {
 static int mode_itimer(double secs) {
   const char *p = getenv("SIGHOST_PROFILE");
   bool profile = p && strcmp(p, "1") == 0;
+  int before = foreign_handlers(NULL);
   if (profile && start_cpu(1000)) return 1;
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -164,6 +189,8 @@ static int mode_itimer(double secs) {
   if (profile && stop_cpu()) return 1;
   fprintf(stderr, "own %d, cprof's %d, cpu %.3f, process %.3f\n",
           atomic_load(&own_signals), atomic_load(&cprof_signals), used, process);
+  fprintf(stderr, "after the profile: %d handlers not the program's\n",
+          foreign_handlers((void *)counting) - before);
   return 0;
 }
 
@@ -293,7 +320,7 @@ static int goroutine_profile(void) {
   cprof_buf buf = {0};
   cprof_sink s = cprof_sink_buf(&buf);
   int err = cprof_profile_write("goroutine", 1, &s);
-  int spin = buf.data && strstr((const char *)buf.data, "spinner") != NULL;
+  int spin = buf.data && memmem(buf.data, buf.len, "spinner", 7) != NULL;
   cprof_buf_free(&buf);
   if (err) fprintf(stderr, "goroutine: %s\n", cprof_strerror(err));
   return err ? -1 : spin;

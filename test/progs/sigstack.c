@@ -28,7 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef AT_MINSIGSTKSZ
 #define AT_MINSIGSTKSZ 51
@@ -112,6 +114,15 @@ static int altstack(size_t bytes) {
     fprintf(stderr, "cprof_cpu_start failed\n");
     return 1;
   }
+  /* The program reads its handler's mask back as it set it; the kernel
+   * has cprof's signal in it. */
+  struct sigaction back;
+  sigaction(SIGUSR1, NULL, &back);
+  struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } k;
+  syscall(SYS_rt_sigaction, SIGUSR1, NULL, &k, 8);
+  printf("mask read back %s SIGPROF; the kernel's %s it\n",
+         sigismember(&back.sa_mask, SIGPROF) ? "holds" : "lacks",
+         (k.mask >> (SIGPROF - 1)) & 1 ? "holds" : "lacks");
   size_t profiled = run_handlers(50);
   cprof_buf buf = {0};
   cprof_sink sink = cprof_sink_buf(&buf);
