@@ -230,7 +230,8 @@ static int pick(cprof__sigown *o, int avoid) {
   return 0;
 }
 
-static void say_none(const cprof__sigown *o, bool moving) {
+static void say_none(cprof__sigown *o, bool moving) {
+  if (atomic_exchange(&o->warned, true)) return;
   if (o->fixed)
     cprof__warn("%s %s: the signal the setting names is in use by the program",
                 o->what, moving ? "stopped" : "disabled");
@@ -254,7 +255,10 @@ int cprof__sig_claim(cprof__sigown *o) {
   }
   sig = pick(o, 0);
   unlock();
-  if (!sig) say_none(o, false);
+  if (sig)
+    atomic_store(&o->warned, false);
+  else
+    say_none(o, false);
   return sig;
 }
 

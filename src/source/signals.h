@@ -48,6 +48,7 @@ typedef struct cprof__sigown {
    * before the program's change is made. */
   void (*taken)(void);
   _Atomic int signo; /* the signal held, 0 for none */
+  atomic_bool warned; /* the line on stderr said, until a claim succeeds */
 } cprof__sigown;
 
 /* Sets the module up (its fork handlers); the library's constructor
@@ -55,7 +56,7 @@ typedef struct cprof__sigown {
 CPROF__HIDDEN void cprof__sig_init(void);
 
 /* Installs o's handler on a free signal and returns it (o->signo), or 0
- * with one line on stderr saying why. Returns o->signo at once while it
+ * with one line on stderr saying why (once, until a claim succeeds). Returns o->signo at once while it
  * still holds its handler. */
 CPROF__HIDDEN int cprof__sig_claim(cprof__sigown *o);
 

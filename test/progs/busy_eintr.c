@@ -11,7 +11,8 @@
  * workers' own CPU split ("burst_cpu=P": the per cent of their CPU time,
  * by their own CPU clocks, spent in busy_burst, and the two times) and
  * the goroutine collector's figures. With "kick", the program itself
- * sends cprof's signal (SIGRTMIN+5) to a random worker every 2 ms, as a
+ * sends a signal as cprof's timer would (SIGRTMIN+5, SI_TIMER, cprof's
+ * value) to a random worker every 2 ms, as a
  * collector that signals every running thread would: the control that
  * shows the count works. With "seccomp", it first puts itself under a
  * seccomp filter that allows everything (cprof then tries neither perf
@@ -30,10 +31,12 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/select.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cprof.h"
+#include "base/sig.h"
 #include "profile/goroutine.h"
 
 #define WORKERS 4
@@ -92,7 +95,23 @@ __attribute__((noinline)) static int busy_select(void) {
 static int (*const waits[WORKERS])(void) = {busy_poll, busy_nanosleep,
                                             busy_epoll, busy_select};
 
+static _Atomic pid_t worker_tids[WORKERS];
+
+/* Sends thread i a signal as cprof's timer would: the thread sampler's
+ * signal, SI_TIMER, cprof's value (base/sig.h). Any other signal there
+ * would get its default action. */
+static void kick_worker(size_t i) {
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  si.si_signo = SIGRTMIN + 5;
+  si.si_code = SI_TIMER;
+  si.si_value.sival_int = CPROF__SIG_COOKIE;
+  pid_t tid = atomic_load(&worker_tids[i]);
+  if (tid) syscall(SYS_rt_tgsigqueueinfo, getpid(), tid, SIGRTMIN + 5, &si);
+}
+
 static void *worker(void *arg) {
+  atomic_store(&worker_tids[(size_t)arg], (pid_t)syscall(SYS_gettid));
   int (*wait)(void) = waits[(size_t)arg];
   long long burst = 0;
   while (!atomic_load(&stop)) {
@@ -144,7 +163,7 @@ int main(int argc, char **argv) {
   int64_t end = now_us() + (int64_t)secs * 1000000;
   unsigned seed = 1;
   while (now_us() < end) {
-    if (kick) pthread_kill(t[rand_r(&seed) % WORKERS], SIGRTMIN + 5);
+    if (kick) kick_worker((size_t)rand_r(&seed) % WORKERS);
     usleep(kick ? 2000 : 50000);
   }
   atomic_store(&stop, 1);

@@ -48,6 +48,7 @@
  *                          environment for the exec; the shell prints
  *                          what it got
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -129,19 +130,32 @@ static int stop_cpu(void) {
   return err;
 }
 
+/* The kernel's struct sigaction, for raw rt_sigaction. */
+struct ksigaction {
+  void *handler;
+  unsigned long flags;
+  void *restorer;
+  unsigned long mask;
+};
+
 /* The number of signals whose disposition, read with the system call
  * itself, is a handler the program did not install (its own are passed;
  * glibc's own, below SIGRTMIN, installed as its first thread starts, are
  * not counted). */
 static int foreign_handlers(void *own) {
+  /* libc's sigaction (or a sanitizer's, which reports the handlers as
+   * installed, where the kernel has its own wrapper), not cprof's, which
+   * shows the program what it left on a signal cprof holds. */
+  int (*real)(int, const struct sigaction *, struct sigaction *) =
+      (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
   int n = 0;
   for (int s = 1; s < 65; s++) {
-    struct { void *handler; unsigned long flags; void *restorer; unsigned long mask; } k;
-    if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN) ||
-        syscall(SYS_rt_sigaction, s, NULL, &k, 8) != 0)
+    struct sigaction k;
+    if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN) || !real ||
+        real(s, NULL, &k) != 0)
       continue;
-    if (k.handler != (void *)SIG_DFL && k.handler != (void *)SIG_IGN && k.handler != own)
-      n++;
+    void *h = (k.sa_flags & SA_SIGINFO) ? (void *)k.sa_sigaction : (void *)k.sa_handler;
+    if (h != (void *)SIG_DFL && h != (void *)SIG_IGN && h != own) n++;
   }
   return n;
 }
@@ -193,14 +207,6 @@ static int mode_itimer(double secs) {
           foreign_handlers((void *)counting) - before);
   return 0;
 }
-
-/* The kernel's struct sigaction, for raw rt_sigaction. */
-struct ksigaction {
-  void *handler;
-  unsigned long flags;
-  void *restorer;
-  unsigned long mask;
-};
 
 /* Installs h on sig with rt_sigaction itself, borrowing libc's restorer
  * from a disposition libc installed on SIGUSR2. */
