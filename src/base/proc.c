@@ -5,15 +5,20 @@
 #define _GNU_SOURCE 1
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/mem.h"
 #include "base/proc.h"
+#include "base/sys.h"
 
 ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
                          size_t size) {
@@ -85,14 +90,81 @@ bool cprof__proc_thread_name(pid_t tid, char *out, size_t len) {
   return true;
 }
 
-bool cprof__seccomp_filtered(void) {
+/* The calling thread's seccomp mode (0 none, 1 strict, 2 filter) and its
+ * number of filters (-1 where the kernel does not say); mode -1 when the
+ * status cannot be read. */
+static int seccomp_state(long *filters) {
   char buf[4096];
+  *filters = -1;
   if (cprof__proc_read(AT_FDCWD, "/proc/thread-self/status", buf, sizeof buf) <= 0 &&
       cprof__proc_read(AT_FDCWD, "/proc/self/status", buf, sizeof buf) <= 0)
-    return true;
+    return -1;
   const char *p = strstr(buf, "\nSeccomp:");
-  if (!p) return false; /* a kernel without seccomp */
-  p += strlen("\nSeccomp:");
-  while (*p == ' ' || *p == '\t') p++;
-  return *p != '0';
+  if (!p) return 0; /* a kernel without seccomp */
+  int mode = atoi(p + strlen("\nSeccomp:"));
+  const char *f = strstr(buf, "\nSeccomp_filters:");
+  if (f) *filters = atol(f + strlen("\nSeccomp_filters:"));
+  return mode;
+}
+
+bool cprof__seccomp_filtered(void) {
+  long filters;
+  return seccomp_state(&filters) != 0;
+}
+
+/* The kernel's struct sigaction, for the probe child's reset of SIGSYS. */
+struct probe_sigaction {
+  void *handler;
+  unsigned long flags;
+  void *restorer;
+  unsigned long mask;
+};
+
+/*
+ * Whether a child process that inherits this thread's filters can create a
+ * timer: a raw clone (none of the program's fork handlers run, and with no
+ * exit signal, no SIGCHLD reaches it, nor does its wait() see the child)
+ * resets SIGSYS to its default action (a filter's SECCOMP_RET_TRAP must
+ * not run the program's handler in it), calls timer_create and exits with
+ * its result. Killed by the filter, or refused, it says no. Only raw system
+ * calls run in the child, on its copy of this stack.
+ */
+__attribute__((noinline, no_sanitize("address", "thread", "undefined")))
+static bool probe_timer_create(void) {
+  long pid = cprof__sys6(SYS_clone, 0, 0, 0, 0, 0, 0);
+  if (pid == 0) {
+    struct probe_sigaction dfl = {0};
+    cprof__sys4(SYS_rt_sigaction, SIGSYS, (long)&dfl, 0, 8);
+    struct sigevent sev;
+    memset(&sev, 0, sizeof sev);
+    sev.sigev_notify = SIGEV_NONE;
+    int id;
+    long r = cprof__sys4(SYS_timer_create, CLOCK_THREAD_CPUTIME_ID, (long)&sev,
+                         (long)&id, 0);
+    cprof__sys4(SYS_exit_group, r == 0 ? 0 : 1, 0, 0, 0);
+    for (;;) {
+    }
+  }
+  if (pid < 0) return false;
+  int status = 0;
+  long w;
+  do {
+    w = cprof__sys4(SYS_wait4, pid, (long)&status, __WALL, 0);
+  } while (w == -EINTR);
+  return w == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The filter counts found to allow timer_create, and to refuse it. */
+static _Atomic long allowed_at = -2, refused_at = -2;
+
+bool cprof__timer_create_allowed(void) {
+  long filters;
+  int mode = seccomp_state(&filters);
+  if (mode == 0) return true;
+  if (mode != 2) return false; /* strict mode, or no status to read */
+  if (filters >= 0 && filters == atomic_load(&allowed_at)) return true;
+  if (filters >= 0 && filters == atomic_load(&refused_at)) return false;
+  bool ok = probe_timer_create();
+  if (filters >= 0) atomic_store(ok ? &allowed_at : &refused_at, filters);
+  return ok;
 }

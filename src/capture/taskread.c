@@ -144,7 +144,7 @@ int cprof__task_ask_on_cpu(pid_t tid, int signo, timer_t *out) {
   sev.sigev_value.sival_int = CPROF__SIG_COOKIE;
   sev.sigev_notify_thread_id = tid;
   /* Under a seccomp filter timer_create may kill the process. */
-  if (cprof__seccomp_filtered()) {
+  if (!cprof__timer_create_allowed()) {
     errno = EPERM;
     return -1;
   }

@@ -189,15 +189,16 @@ static int new_timer(pid_t tid, timer_t *out) {
 }
 
 /* Whether timers may be created from this thread: under a seccomp filter
- * timer_create may kill the process, and is never called. The engine
- * stops, once, with one line on stderr. engine_lock held. */
+ * that kills (or refuses) timer_create it is never called
+ * (cprof__timer_create_allowed). The engine stops, once, with one line on
+ * stderr. engine_lock held. */
 static bool timers_allowed(void) {
-  if (!cprof__seccomp_filtered()) return true;
+  if (cprof__timer_create_allowed()) return true;
   if (atomic_load(&engine_hz) != 0) {
     atomic_store(&engine_hz, 0);
     disarm_all();
-    cprof__warn("CPU profiling stopped: a seccomp filter is on, and "
-                "timer_create could be fatal under it");
+    cprof__warn("CPU profiling stopped: a seccomp filter refuses "
+                "timer_create, or kills the process for it");
   }
   return false;
 }

@@ -96,13 +96,23 @@ expect_match "$TMP/threads.txt" "^spinner seen 1 1 1 [01]; the program's handler
 expect_match "$TMP/threads.txt" "^cprof: thread sampling by signal disabled: no free signal" \
   "one line when the program holds every real-time signal"
 
-# A seccomp filter that kills on timer_create: cprof never calls it.
-for when in before after; do
-  "$prog" seccomp "$when" 2>"$TMP/seccomp_$when.txt" >/dev/null ||
-    { cat "$TMP/seccomp_$when.txt"; fail "seccomp $when: the program died or the profile failed"; }
-  expect_match "$TMP/seccomp_$when.txt" '^cprof: CPU profiling stopped: a seccomp filter is on' \
-    "a seccomp filter installed $when the CPU profile starts: one line, no timer_create"
-  expect_match "$TMP/seccomp_$when.txt" '^survived; goroutine profile written$' "the program lives on ($when)"
+# A seccomp filter that kills on timer_create, or traps it to a SIGSYS
+# handler of the program's (a sandbox's): cprof never calls it, nor sets
+# the handler off (its probe runs in a child process that inherits the
+# filter). One that allows it (a container's) leaves CPU profiling on.
+for when in before after trap allow; do
+  "$prog" seccomp "$when" 2>"$TMP/seccomp_$when.txt" >"$TMP/seccomp_$when.pb.gz" ||
+    { cat "$TMP/seccomp_$when.txt"; fail "seccomp $when: the program died, its handler ran or the profile failed"; }
+  if [ "$when" = allow ]; then
+    expect_no_match "$TMP/seccomp_$when.txt" '^cprof:' "a seccomp filter that allows timer_create: no refusal"
+    pprof -top "$TMP/seccomp_$when.pb.gz" >"$TMP/seccomp_top.txt"
+    expect_match "$TMP/seccomp_top.txt" ' burn$' "and the CPU profile under it is taken"
+  else
+    expect_match "$TMP/seccomp_$when.txt" '^cprof: CPU profiling stopped: a seccomp filter refuses timer_create' \
+      "a seccomp filter ($when) that does not let timer_create through: one line, never called"
+  fi
+  expect_match "$TMP/seccomp_$when.txt" "^survived; goroutine profile written; the program's SIGSYS handler ran 0 times$" \
+    "the program lives on, its SIGSYS handler never set off ($when)"
 done
 
 # An exec that keeps the pid gets cprof's settings back in a rebuilt

@@ -15,8 +15,8 @@
  * value) to a random worker every 2 ms, as a
  * collector that signals every running thread would: the control that
  * shows the count works. With "seccomp", it first puts itself under a
- * seccomp filter that allows everything (cprof then tries neither perf
- * events nor its timer).
+ * seccomp filter that allows everything (cprof then does not try perf
+ * events; its timer, found allowed, it does).
  */
 #include <errno.h>
 #include <poll.h>

@@ -33,8 +33,11 @@
  *                          must neither reach its handler nor kill it
  *   sighost seccomp WHEN   a seccomp filter that kills the process on
  *                          timer_create, installed before (WHEN=before) or
- *                          after (after) cprof's CPU profile starts; a
- *                          thread is started and goroutine profiles taken
+ *                          after (after) cprof's CPU profile starts; one
+ *                          that allows it (allow), or raises SIGSYS for it,
+ *                          which the program handles (trap); a thread is
+ *                          started and goroutine profiles taken (profile on
+ *                          stdout when one ran)
  *   sighost coroutine      a makecontext coroutine on a 16 KiB-ish stack
  *                          with a guard page, run deep, under cprof at
  *                          1000 Hz (its size is read from AT_MINSIGSTKSZ)
@@ -359,11 +362,13 @@ static int mode_threads(void) {
              : 1;
 }
 
-static void kill_on_timer_create(void) {
+/* A filter whose action for timer_create is action (everything else is
+ * allowed). */
+static void filter_timer_create(unsigned action) {
   struct sock_filter f[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_timer_create, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+      BPF_STMT(BPF_RET | BPF_K, action),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   struct sock_fprog prog = {.len = sizeof f / sizeof f[0], .filter = f};
@@ -373,6 +378,14 @@ static void kill_on_timer_create(void) {
     perror("seccomp");
 }
 
+static void kill_on_timer_create(void) { filter_timer_create(SECCOMP_RET_KILL_PROCESS); }
+
+static _Atomic int sigsys_runs;
+static void on_sigsys(int sig) {
+  (void)sig;
+  atomic_fetch_add(&sigsys_runs, 1);
+}
+
 static void *short_worker(void *arg) {
   (void)arg;
   burn(0.05);
@@ -380,22 +393,36 @@ static void *short_worker(void *arg) {
 }
 
 static int mode_seccomp(const char *when) {
-  bool before = strcmp(when, "before") == 0;
+  bool before = strcmp(when, "before") == 0, after = strcmp(when, "after") == 0;
+  /* allow: a filter that lets timer_create through (a container's);
+   * trap: one that raises SIGSYS for it, which a sandbox's handler of the
+   * program's would emulate: cprof must not set that handler off. */
+  if (strcmp(when, "allow") == 0) filter_timer_create(SECCOMP_RET_ALLOW);
+  if (strcmp(when, "trap") == 0) {
+    signal(SIGSYS, on_sigsys);
+    filter_timer_create(SECCOMP_RET_TRAP);
+  }
   if (before) kill_on_timer_create();
   int err = cprof_cpu_start(100);
   fprintf(stderr, "start: %s\n", cprof_strerror(err));
-  if (!before) kill_on_timer_create();
+  if (after) kill_on_timer_create();
   pthread_t t;
   pthread_create(&t, NULL, short_worker, NULL);
   pthread_join(t, NULL);
+  atomic_store(&spin_on, true);
   pthread_create(&t, NULL, spinner, NULL);
   int g = goroutine_profile();
   atomic_store(&spin_on, false);
   pthread_join(t, NULL);
-  burn(0.05);
-  cprof_cpu_stop(NULL);
-  fprintf(stderr, "survived; goroutine profile %s\n", g >= 0 ? "written" : "failed");
-  return (before ? err != 0 : err == 0) && g >= 0 ? 0 : 1;
+  burn(0.2);
+  int stop = err ? err : stop_cpu();
+  fprintf(stderr, "survived; goroutine profile %s; the program's SIGSYS handler ran %d times\n",
+          g >= 0 ? "written" : "failed", atomic_load(&sigsys_runs));
+  bool refused = before || strcmp(when, "trap") == 0;
+  return (refused ? err != 0 : err == 0 && stop == 0) && g >= 0 &&
+                 atomic_load(&sigsys_runs) == 0
+             ? 0
+             : 1;
 }
 
 /* The coroutine: recurses DEPTH bytes deep, then burns CPU there. */
