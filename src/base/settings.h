@@ -15,6 +15,7 @@
   X(CPROF_MUTEX_FRACTION, "the mutex profile's fraction (0: off)")            \
   X(CPROF_BLOCK_RATE, "the block profile's rate in nanoseconds (0: off)")     \
   X(CPROF_UNWIND, "the unwinder: auto, fp or cfi")                            \
+  X(CPROF_CPU_SIGNAL, "the CPU profile's signal instead of a free one")     \
   X(CPROF_THREADS_SIGNAL, "the goroutine profile's SIGRTMIN offset")          \
   X(CPROF_PERF_EVENTS, "running threads are sampled by perf events (0: no)")  \
   X(CPROF_FOLLOW_EXEC, "exec'd children profile themselves too")              \

@@ -115,6 +115,29 @@ for when in before after trap allow; do
     "the program lives on, its SIGSYS handler never set off ($when)"
 done
 
+# Which signal: SIGPROF while free; with the program's own SIGPROF
+# handler, a real-time one; CPROF_CPU_SIGNAL names one, refused when the
+# program uses it, and a value that names none leaves CPU profiling off.
+"$prog" which 2>"$TMP/which.txt" >"$TMP/which.pb.gz" || { cat "$TMP/which.txt"; fail "which"; }
+expect_match "$TMP/which.txt" "^cprof's signal: $(kill -l PROF)$" "SIGPROF while the program leaves it alone"
+"$prog" which own 2>"$TMP/which_own.txt" >"$TMP/which_own.pb.gz" || { cat "$TMP/which_own.txt"; fail "which own"; }
+rtmin=$(sed -nE 's/^SIGRTMIN is ([0-9]+)$/\1/p' "$TMP/which_own.txt")
+sig=$(sed -nE "s/^cprof's signal: ([0-9]+)$/\1/p" "$TMP/which_own.txt")
+[ -n "$sig" ] && [ "$sig" -ge "$rtmin" ] || { cat "$TMP/which_own.txt"; fail "no real-time signal when the program owns SIGPROF"; }
+checks=$((checks + 1))
+echo "ok: the program owns SIGPROF: cprof uses real-time signal $sig"
+CPROF_CPU_SIGNAL=SIGRTMIN+7 "$prog" which 2>"$TMP/which_env.txt" >"$TMP/which_env.pb.gz" || { cat "$TMP/which_env.txt"; fail "which env"; }
+expect_match "$TMP/which_env.txt" "^cprof's signal: $((rtmin + 7))$" "CPROF_CPU_SIGNAL=SIGRTMIN+7 is used"
+pprof -top "$TMP/which_env.pb.gz" >"$TMP/which_env_top.txt"
+expect_match "$TMP/which_env_top.txt" ' burn$' "and the profile is taken on it"
+CPROF_CPU_SIGNAL=SIGPROF "$prog" which own 2>"$TMP/which_taken.txt" >/dev/null || true
+expect_match "$TMP/which_taken.txt" '^cprof: CPU profiling disabled: the signal the setting names is in use by the program$' \
+  "CPROF_CPU_SIGNAL naming a signal the program handles: one line, no profile"
+CPROF_CPU_SIGNAL=SIGFOO "$prog" which 2>"$TMP/which_bad.txt" >/dev/null || true
+expect_match "$TMP/which_bad.txt" '^cprof: CPROF_CPU_SIGNAL="SIGFOO": not SIGPROF or a real-time signal' \
+  "a CPROF_CPU_SIGNAL that names no usable signal: one quoted line"
+expect_no_match "$TMP/which_bad.txt" "^cprof's signal:" "and CPU profiling stays off"
+
 # An exec that keeps the pid gets cprof's settings back in a rebuilt
 # environment: built off the caller's stack once it is large, so an exec
 # from a crash handler on an 8 KiB alternate stack (700 variables) or a

@@ -27,10 +27,12 @@
 #include <sys/msg.h>
 #include <sys/select.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cprof.h"
+#include "base/sig.h"
 #include "profile/goroutine.h"
 
 enum {
@@ -56,7 +58,10 @@ static void early(int k) { atomic_fetch_add(&eintr[k], 1); }
 
 #define PARK(name) __attribute__((noinline)) static void park_##name(void)
 
+static _Atomic pid_t pause_tid;
+
 PARK(pause) {
+  atomic_store(&pause_tid, (pid_t)syscall(SYS_gettid));
   for (;;)
     if (pause() < 0 && errno == EINTR) early(K_PAUSE);
 }
@@ -228,9 +233,16 @@ int main(void) {
   cprof__goroutine_last_stats(&st);
   printf("stats threads=%d read=%d signalled=%d interrupted=%lld\n",
          st.threads, st.read, st.signalled, (long long)st.interrupted);
-  /* What cprof avoids, done on purpose: its signal sent to the thread in
-   * pause(), which returns EINTR, and which the handler counts. */
-  pthread_kill(threads[K_PAUSE], SIGRTMIN + 5);
+  /* What cprof avoids, done on purpose: a signal as cprof's timer would
+   * send it (its signal, SI_TIMER, cprof's value: base/sig.h; any other
+   * gets the default action) to the thread in pause(), which returns
+   * EINTR, and which the handler counts. */
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  si.si_signo = SIGRTMIN + 5;
+  si.si_code = SI_TIMER;
+  si.si_value.sival_int = CPROF__SIG_COOKIE;
+  syscall(SYS_rt_tgsigqueueinfo, getpid(), atomic_load(&pause_tid), SIGRTMIN + 5, &si);
   for (int i = 0; i < 200 && atomic_load(&eintr[K_PAUSE]) == 0; i++)
     usleep(5000);
   cprof_buf b = {0};

@@ -43,6 +43,10 @@
  *                          1000 Hz (its size is read from AT_MINSIGSTKSZ)
  *   sighost trivial        the same coroutine under the program's own
  *                          trivial SIGPROF handler at 1000 Hz, no cprof
+ *   sighost which [own]    cprof at 1000 Hz for 0.2 s of CPU: prints the
+ *                          signals holding a handler that is not the
+ *                          program's, and SIGRTMIN; with "own", the
+ *                          program has its own SIGPROF handler first
  *   sighost exec WHERE N   N more environment variables, then an exec of
  *                          /bin/sh from a crash handler on an 8 KiB
  *                          alternate stack (WHERE=altstack) or from a
@@ -484,6 +488,37 @@ static int mode_coroutine(bool with_cprof) {
   return 0;
 }
 
+/* The handler on each signal (NULL for SIG_DFL and SIG_IGN), read through
+ * libc's sigaction as foreign_handlers does. */
+static void handlers_now(void *out[65]) {
+  int (*real)(int, const struct sigaction *, struct sigaction *) =
+      (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+  for (int s = 1; s < 65; s++) {
+    struct sigaction k;
+    out[s] = NULL;
+    if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN) || !real ||
+        real(s, NULL, &k) != 0)
+      continue;
+    void *h = (k.sa_flags & SA_SIGINFO) ? (void *)k.sa_sigaction : (void *)k.sa_handler;
+    if (h != (void *)SIG_DFL && h != (void *)SIG_IGN) out[s] = h;
+  }
+}
+
+static int mode_which(bool own) {
+  if (own) signal(SIGPROF, counting_plain);
+  void *before[65], *during[65];
+  handlers_now(before);
+  int err = start_cpu(1000);
+  fprintf(stderr, "SIGRTMIN is %d\n", SIGRTMIN);
+  if (err) return 0;
+  handlers_now(during);
+  for (int s = 1; s < 65; s++)
+    if (during[s] && during[s] != before[s])
+      fprintf(stderr, "cprof's signal: %d\n", s);
+  burn(0.2);
+  return stop_cpu() ? 1 : 0;
+}
+
 static void exec_shell(void) {
   char *argv[] = {"sh", "-c",
                   "echo \"exec'd: CPROF_UNWIND=$CPROF_UNWIND, $(env | grep -c "
@@ -547,6 +582,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "seccomp") == 0) return mode_seccomp(arg);
   if (strcmp(mode, "coroutine") == 0) return mode_coroutine(true);
   if (strcmp(mode, "trivial") == 0) return mode_coroutine(false);
+  if (strcmp(mode, "which") == 0) return mode_which(strcmp(arg, "own") == 0);
   if (strcmp(mode, "exec") == 0 && argc > 3) return mode_exec(arg, atoi(argv[3]));
   fprintf(stderr, "usage: sighost MODE [ARG] (see the source)\n");
   return 2;
