@@ -25,8 +25,8 @@ expect_match "$TMP/reset_top.txt" ' burn$' "the profile goes on after the resets
 # each kind must agree; no run may give the program one of cprof's.
 best_bare=0 best_own=0 agreed=""
 for round in 1 2 3 4 5; do
-  "$prog" itimer 1.5 2>"$TMP/bare.txt" >/dev/null || fail "itimer run without cprof"
-  SIGHOST_PROFILE=1 "$prog" itimer 1.5 2>"$TMP/prof.txt" >"$TMP/itimer.pb.gz" ||
+  "$prog" itimer 1 2>"$TMP/bare.txt" >/dev/null || fail "itimer run without cprof"
+  SIGHOST_PROFILE=1 "$prog" itimer 1 2>"$TMP/prof.txt" >"$TMP/itimer.pb.gz" ||
     { cat "$TMP/prof.txt"; fail "itimer run with cprof"; }
   read -r bare _ < <(sed -nE 's/^own ([0-9]+), cprof.s ([0-9]+),.*/\1 \2/p' "$TMP/bare.txt")
   read -r own theirs cpu < <(sed -nE 's/^own ([0-9]+), cprof.s ([0-9]+), cpu ([0-9.]+),.*/\1 \2 \3/p' "$TMP/prof.txt")
@@ -75,7 +75,7 @@ done
 for how in sigtimedwait sigwaitinfo sigwait signalfd; do
   "$prog" sigwait "$how" 2>"$TMP/wait_$how.txt" >/dev/null ||
     { cat "$TMP/wait_$how.txt"; fail "$how for the full set received cprof's signals"; }
-  expect_match "$TMP/wait_$how.txt" '^own 300, other 0, ' "$how: 300 of the program's signals, none of cprof's"
+  expect_match "$TMP/wait_$how.txt" '^own 150, other 0, ' "$how: 150 of the program's signals, none of cprof's"
 done
 
 # A watchdog on SIGPROF's default action still kills at its time.

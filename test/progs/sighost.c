@@ -16,7 +16,7 @@
  *   sighost install HOW    cprof at 1000 Hz; the program installs its SIGPROF
  *                          handler with HOW (sigaction, sigset, bsd_signal,
  *                          sysv_signal or raw: rt_sigaction itself), then
- *                          runs ITIMER_PROF at 100 Hz for 1 s of CPU
+ *                          runs ITIMER_PROF at 100 Hz for 0.5 s of CPU
  *   sighost sigwait HOW    every signal blocked; cprof at 1000 Hz; the
  *                          program alternates work and a wait for the full
  *                          set (HOW: sigtimedwait, sigwaitinfo, sigwait,
@@ -258,7 +258,7 @@ static int mode_install(const char *how) {
     return 2;
   }
   double t0 = cpu_now();
-  run_itimer(1.0);
+  run_itimer(0.5);
   double used = cpu_now() - t0;
   if (stop_cpu()) return 1;
   fprintf(stderr, "own %d, cprof's %d, cpu %.3f\n", atomic_load(&own_signals),
@@ -285,7 +285,7 @@ static int mode_sigwait(const char *how) {
   if (start_cpu(1000)) return 1;
   int got_own = 0, got_other = 0;
   double t0 = cpu_now();
-  for (int round = 0; round < 300; round++) {
+  for (int round = 0; round < 150; round++) {
     burn(0.005);
     kill(getpid(), SIGUSR1);
     int sig = -1;
@@ -439,7 +439,7 @@ __attribute__((noinline)) static void deep(size_t left) {
   if (left > sizeof pad) {
     deep(left - sizeof pad);
   } else {
-    burn(0.6);
+    burn(0.3);
   }
   sink += (uint64_t)pad[0];
 }
