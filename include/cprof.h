@@ -139,9 +139,12 @@ CPROF_EXPORT long cprof_profile_entries(const char *name);
  *
  * cprof_cpu_start(hz) starts the application's CPU profile at hz samples
  * per second of CPU time (0 = 100; at most 10000). A second start before
- * the stop is CPROF_EBUSY ("cpu profiling already in use", Go's text). If
- * the program installed its own SIGPROF handler, cprof refuses with
- * CPROF_ESYS and one line on stderr rather than replace it.
+ * the stop is CPROF_EBUSY ("cpu profiling already in use", Go's text). The
+ * timers' signal is SIGPROF while the program leaves it alone, otherwise a
+ * free real-time signal, and moves when the program takes it
+ * (docs/cpu.md#signals); with no signal free, or under a seccomp filter
+ * that refuses timer_create, the start is CPROF_ESYS with one line on
+ * stderr.
  *
  * The application's profile is independent of cprof's other consumers
  * (the HTTP endpoint, dumps, the pusher): each has its own table, and all

@@ -161,10 +161,13 @@ bool cprof__timer_create_allowed(void) {
   long filters;
   int mode = seccomp_state(&filters);
   if (mode == 0) return true;
-  if (mode != 2) return false; /* strict mode, or no status to read */
-  if (filters >= 0 && filters == atomic_load(&allowed_at)) return true;
-  if (filters >= 0 && filters == atomic_load(&refused_at)) return false;
+  if (mode == 1) return false; /* strict mode */
+  /* A filter, or no status to read (no /proc: a chroot), where the probe
+   * answers as well; its answer is kept for the filter count read (-1
+   * when none could be). */
+  if (filters == atomic_load(&allowed_at)) return true;
+  if (filters == atomic_load(&refused_at)) return false;
   bool ok = probe_timer_create();
-  if (filters >= 0) atomic_store(ok ? &allowed_at : &refused_at, filters);
+  atomic_store(ok ? &allowed_at : &refused_at, filters);
   return ok;
 }

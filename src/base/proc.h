@@ -34,11 +34,12 @@ CPROF__HIDDEN bool cprof__proc_thread_name(pid_t tid, char *out, size_t len);
 CPROF__HIDDEN bool cprof__seccomp_filtered(void);
 
 /* Whether the calling thread may call timer_create: always without a
- * seccomp filter; under one, when a child process inheriting the
- * thread's filters (a raw clone that runs nothing of the program's) could
- * create a timer and exit normally. The answer is kept for the thread's
- * number of filters, which only grows (Seccomp_filters), so the probe
- * runs once per filter set. Normal context. */
+ * seccomp filter; under one (or where /proc cannot tell), when a child
+ * process inheriting the thread's filters (a raw clone that runs nothing
+ * of the program's) could create a timer and exit normally. The answer is
+ * kept for the thread's number of filters, which only grows
+ * (Seccomp_filters), so the probe runs once per filter set. Normal
+ * context. */
 CPROF__HIDDEN bool cprof__timer_create_allowed(void);
 
 #endif

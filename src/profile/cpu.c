@@ -6,6 +6,7 @@
  * context only.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/types.h>
@@ -89,6 +90,14 @@ static int write_window(const cprof__cpu_window *s, const cprof_sink *sink) {
   snprintf(text, sizeof text,
            "cprof cpu: %llu threads could not be given a CPU timer",
            (unsigned long long)s->unarmed);
+  cprof__prof_comment(p, text);
+  if (s->signo == SIGPROF)
+    snprintf(text, sizeof text, "cprof cpu: the timers' signal: SIGPROF");
+  else if (s->signo >= SIGRTMIN)
+    snprintf(text, sizeof text, "cprof cpu: the timers' signal: SIGRTMIN+%d",
+             s->signo - SIGRTMIN);
+  else
+    snprintf(text, sizeof text, "cprof cpu: the timers' signal: none at the end");
   cprof__prof_comment(p, text);
   if (s->no_room) {
     snprintf(text, sizeof text,

@@ -56,6 +56,7 @@ typedef struct cprof__cpu_window {
   uint64_t lost;
   uint64_t unarmed; /* threads that could not be given a timer */
   uint64_t no_room; /* samples not taken for want of stack (in lost) */
+  int signo; /* the timers' signal at the end (0: none, the engine stopped) */
   cprof__cpu_thread_name *gone;
   size_t ngone;
 } cprof__cpu_window;
@@ -82,11 +83,6 @@ CPROF__HIDDEN void cprof__cpu_thread_exiting(void);
  * of threads that are gone; returns how many it armed. For the
  * scanner (thread_scan.c). Normal context. */
 CPROF__HIDDEN size_t cprof__cpu_rescan(const pid_t *tids, size_t n);
-
-/* The signal the timers deliver now (0 while the engine holds none):
- * SIGPROF while the program leaves it alone, else a free real-time
- * signal, or the one CPROF_CPU_SIGNAL names. */
-CPROF__HIDDEN int cprof__cpu_signal(void);
 
 /* Checks that the engine's signal still has its handler (a raw
  * rt_sigaction bypasses the interposers); when it does not, the timers

@@ -60,6 +60,7 @@ struct cprof__cpu_session {
   _Atomic uint64_t lost; /* samples the table had no room for */
   _Atomic uint64_t unarmed; /* threads whose timer could not be armed */
   _Atomic uint64_t no_room; /* samples not taken: too little stack */
+  int signo; /* the timers' signal when it ended */
   atomic_bool follows_forks;
 };
 
@@ -424,8 +425,6 @@ void cprof__cpu_signal_check(void) {
   move_signal(false);
 }
 
-int cprof__cpu_signal(void) { return atomic_load(&cpu_signal.signo); }
-
 int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
   cprof__threads_hooks(cprof__cpu_thread_started, cprof__cpu_thread_exiting);
   if (hz == 0) hz = CPROF__CPU_DEFAULT_HZ;
@@ -518,6 +517,7 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
   /* Idle, the engine gives its signal back to the program. */
   int sig = atomic_load(&cpu_signal.signo);
   if (idle && sig) cprof__sig_drop(&cpu_signal, sig);
+  if (found && keep) s->signo = sig;
   /* The profile is written outside the lock, so threads starting or
    * exiting meanwhile are not held up by symbolization; the names of
    * threads that already exited are copied for it. */
@@ -540,6 +540,7 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
       .lost = atomic_load(&s->lost),
       .unarmed = atomic_load(&s->unarmed),
       .no_room = atomic_load(&s->no_room),
+      .signo = s->signo,
       .gone = gone,
       .ngone = gone ? ngone : 0,
   };

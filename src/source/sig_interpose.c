@@ -95,7 +95,6 @@ static struct sigaction found[NSIG_MAX];
 static unsigned long long added[NSIG_MAX];
 /* Signals the program waits for with signalfd: never claimed. */
 static unsigned long long wanted;
-static _Atomic unsigned long moves;
 
 /* False when this thread already holds the lock (a handler of the
  * program's, run inside cprof's own call here). */
@@ -111,8 +110,13 @@ static bool lock(void) {
 
 static void unlock(void) { atomic_store(&lock_holder, 0); }
 
-static void before_fork(void) { (void)lock(); }
-static void after_fork(void) { unlock(); }
+/* Whether the forking thread took the lock (not when fork is called from
+ * a handler that interrupted this thread's own change). */
+static bool fork_took;
+static void before_fork(void) { fork_took = lock(); }
+static void after_fork(void) {
+  if (fork_took) unlock();
+}
 static void child_after_fork(void) { atomic_store(&lock_holder, 0); }
 
 /* Registered by the library's constructor, before any owner's: in a fork
@@ -269,11 +273,7 @@ int cprof__sig_move(cprof__sigown *o) {
   int sig = pick(o, old);
   if (!sig) atomic_store(&o->signo, old);
   unlock();
-  if (sig) {
-    atomic_fetch_add(&moves, 1);
-  } else {
-    say_none(o, true);
-  }
+  if (!sig) say_none(o, true);
   return sig;
 }
 
@@ -307,8 +307,6 @@ bool cprof__sig_still_ours(const cprof__sigown *o) {
   struct sigaction cur;
   return sig && real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o);
 }
-
-unsigned long cprof__sig_moves(void) { return atomic_load(&moves); }
 
 /* The kernel's sigaction, for the handler's reset to SIG_DFL (which needs
  * no restorer). */

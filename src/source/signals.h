@@ -96,8 +96,4 @@ CPROF__HIDDEN void cprof__sig_forward(int sig, const siginfo_t *si);
  * use (a real-time signal or SIGPROF). */
 CPROF__HIDDEN int cprof__sig_parse(const char *name, const char *value);
 
-/* Signals taken over while profiling, and signals delivered to sigwait
- * callers that were cprof's and consumed: for tests and the docs. */
-CPROF__HIDDEN unsigned long cprof__sig_moves(void);
-
 #endif

@@ -16,13 +16,16 @@ expect_match "$TMP/reset.txt" '^survived the resets$' "signal(SIGPROF, SIG_DFL) 
 expect_match "$TMP/reset.txt" '^SIGPROF reads as SIG_DFL while cprof holds it, 1 handlers not the program.s$' \
   "the program reads SIGPROF back as it left it while cprof holds it (one handler of cprof's installed)"
 pprof -top "$TMP/reset.pb.gz" >"$TMP/reset_top.txt"
+grep -q ' burn$' "$TMP/reset_top.txt" || cat "$TMP/reset.txt"
 expect_match "$TMP/reset_top.txt" ' burn$' "the profile goes on after the resets"
 
 # The program's own ITIMER_PROF count, without and with cprof at 1000 Hz:
 # the same within 2%. The itimer itself loses expiries while its signal
-# waits for a CPU (25 of 150 seen with a CPU hog on each core, without
-# cprof), so runs alternate, up to five of each, and the best counts of
-# each kind must agree; no run may give the program one of cprof's.
+# waits for a CPU (31 to 74 of 100 in one second of CPU beside a CPU hog on
+# each core, without cprof), so runs alternate, up to five of each, until
+# the best with cprof is at least the best without it, less 2%: cprof
+# takes none of the program's own. No run may give the program one of
+# cprof's.
 best_bare=0 best_own=0 agreed=""
 for round in 1 2 3 4 5; do
   "$prog" itimer 1 2>"$TMP/bare.txt" >/dev/null || fail "itimer run without cprof"
@@ -37,12 +40,12 @@ for round in 1 2 3 4 5; do
   echo "round $round: the program's own SIGPROFs: $bare without cprof, $own with it"
   [ "$bare" -gt "$best_bare" ] && best_bare=$bare
   [ "$own" -gt "$best_own" ] && best_own=$own
-  if awk -v a="$best_bare" -v b="$best_own" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d <= a * 0.02 + 1) }'; then
+  if awk -v a="$best_bare" -v b="$best_own" 'BEGIN { exit !(a > 0 && b >= a - (a * 0.02 + 1)) }'; then
     agreed=$round
     break
   fi
 done
-[ -n "$agreed" ] || fail "the program's own ITIMER_PROF counts with cprof (best $best_own) and without (best $best_bare) never agreed within 2%"
+[ -n "$agreed" ] || fail "the program's own ITIMER_PROF counts with cprof (best $best_own) fell short of those without (best $best_bare) by more than 2%"
 checks=$((checks + 1))
 echo "ok: the program's own ITIMER_PROF: $best_own SIGPROFs with cprof at 1000 Hz, $best_bare without, none of cprof's"
 n=$(pprof -raw "$TMP/itimer.pb.gz" | awk '/^Samples:/ {on=1; getline; next} on && /^ *[0-9]+ / {n += $1} /^Locations/ {on=0} END {print n + 0}')
@@ -126,6 +129,12 @@ sig=$(sed -nE "s/^cprof's signal: ([0-9]+)$/\1/p" "$TMP/which_own.txt")
 [ -n "$sig" ] && [ "$sig" -ge "$rtmin" ] || { cat "$TMP/which_own.txt"; fail "no real-time signal when the program owns SIGPROF"; }
 checks=$((checks + 1))
 echo "ok: the program owns SIGPROF: cprof uses real-time signal $sig"
+pprof -comments "$TMP/which_own.pb.gz" >"$TMP/which_own_comments.txt"
+expect_match "$TMP/which_own_comments.txt" "^cprof cpu: the timers' signal: SIGRTMIN\\+$((sig - rtmin))\$" \
+  "the profile names the signal its timers used"
+pprof -comments "$TMP/which.pb.gz" >"$TMP/which_comments.txt"
+expect_match "$TMP/which_comments.txt" "^cprof cpu: the timers' signal: SIGPROF\$" "SIGPROF, when it was"
+
 CPROF_CPU_SIGNAL=SIGRTMIN+7 "$prog" which 2>"$TMP/which_env.txt" >"$TMP/which_env.pb.gz" || { cat "$TMP/which_env.txt"; fail "which env"; }
 expect_match "$TMP/which_env.txt" "^cprof's signal: $((rtmin + 7))$" "CPROF_CPU_SIGNAL=SIGRTMIN+7 is used"
 pprof -top "$TMP/which_env.pb.gz" >"$TMP/which_env_top.txt"
