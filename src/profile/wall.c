@@ -30,6 +30,7 @@
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "capture/taskread.h"
+#include "capture/tasksample.h"
 #include "encode/writer.h"
 #include "profile/goroutine.h"
 #include "profile/wall.h"
@@ -293,12 +294,14 @@ static int write_window(const wall_window *w, int64_t end_mono,
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
-  char comment[160];
+  char comment[224];
   snprintf(comment, sizeof comment,
            "cprof wall: %d Hz per thread, %lld ticks, at most %d samples/s, "
-           "ticks late by %lld us on average",
+           "ticks late by %lld us on average, running threads sampled by %s",
            w->hz, (long long)w->ticks, CPROF__WALL_MAX_SAMPLES_PER_SECOND,
-           (long long)(w->ticks ? w->late_ns / w->ticks / 1000 : 0));
+           (long long)(w->ticks ? w->late_ns / w->ticks / 1000 : 0),
+           cprof__task_sample_enabled() ? "perf events"
+                                        : "a signal (no perf events)");
   cprof__prof_comment(p, comment);
   cprof__tail_hide_interposers(true);
   for (size_t i = 0; i < w->len; i++) {

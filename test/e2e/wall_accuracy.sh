@@ -39,9 +39,19 @@ late=$(sed -nE 's/^Comment: .*late by ([0-9]+) us on average.*/\1/p' "$TMP/raw.t
 [ -n "$late" ] || fail "no lateness in the profile's comment"
 bound=3
 if [ "$late" -ge 150 ]; then
-  bound=10
-  sanitized_build "$CPROF_BUILD/test/progs/wall_mix" && bound=15
+  # Measured beside two CPU-bound processes: CPU work 9.5 to 12.2 points
+  # low (docs/wall.md).
+  bound=15
   echo "note: the sampler ran ${late} us late on average (CPUs busy with other work: $(cut -d' ' -f1-3 /proc/loadavg)); checking within $bound points, not 3"
+fi
+# Without perf events (refused, CPROF_PERF_EVENTS=0, a seccomp filter), a
+# running thread answers at its next scheduler tick on a CPU, and the
+# workers' 200 us-scale CPU bursts often end before it: CPU work was 12 to
+# 15 points low, idle and loaded (docs/wall.md); the bound is then one
+# against gross errors.
+if grep -q '^Comment: .*running threads sampled by a signal' "$TMP/raw.txt"; then
+  bound=20
+  echo "note: running threads were asked by a signal, not sampled by perf events; checking within $bound points"
 fi
 # share NAME KIND KEY: compares the profile's share (KIND KEY in
 # shares.txt) with the program's (NAME= in truth.txt).
