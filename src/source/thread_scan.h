@@ -24,7 +24,7 @@
 #define CPROF__SCAN_MAX_MS 800
 /* How often, meanwhile, it checks that the CPU engine's signal still has
  * cprof's handler (cprof__cpu_signal_check). */
-#define CPROF__SIGNAL_CHECK_MS 10
+#define CPROF__SIGNAL_CHECK_MS 100
 
 /* Notes the threads that exist now (the main thread, threads started
  * before cprof): they are nobody's creation in threadcreate. Called once,

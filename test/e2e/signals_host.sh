@@ -58,14 +58,15 @@ echo "ok: cprof's profile meanwhile: $n samples for ${cpu}s of CPU at 1000 Hz"
 # 1000 Hz: the program gets its own ~100 a second (no more: cprof's signals
 # reaching it made 349; fewer on a loaded machine, where the itimer loses
 # expiries with or without cprof). The system call itself
-# bypasses libc, and is seen at cprof's next check (every 10 ms): a few
-# of cprof's signals may reach the handler before then.
+# bypasses libc, and is seen at cprof's next check (every 100 ms): up to
+# about a hundred of cprof's signals at 1000 Hz may reach the handler
+# before then.
 for how in sigaction sigset bsd_signal raw; do
   "$prog" install "$how" 2>"$TMP/install_$how.txt" >/dev/null ||
     { cat "$TMP/install_$how.txt"; fail "install $how"; }
   read -r own theirs cpu < <(sed -nE 's/^own ([0-9]+), cprof.s ([0-9]+), cpu ([0-9.]+)$/\1 \2 \3/p' "$TMP/install_$how.txt")
   limit=0
-  [ "$how" = raw ] && limit=20
+  [ "$how" = raw ] && limit=200
   awk -v n="$own" -v cpu="$cpu" 'BEGIN { exit !(n >= cpu * 100 * 0.5 && n <= cpu * 100 * 1.2) }' &&
     [ "$theirs" -le "$limit" ] ||
     fail "a handler installed with $how got $own of its own SIGPROFs and $theirs of cprof's in ${cpu}s"
