@@ -120,11 +120,19 @@ int main(int argc, char **argv) {
   int counts[4] = {SPINNERS, SLEEPERS, LOCKERS, CONDERS};
   int total = 1;
   pthread_t t;
+  /* A thread that cannot start (ulimit -v leaving no room for its stack)
+   * ends the run with a message: waiting for it would hang. */
   for (int k = 0; k < 4; k++)
     for (int i = 0; i < counts[k]; i++, total++)
-      pthread_create(&t, NULL, run, (void *)kinds[k]);
-  pthread_create(&t, NULL, run, (void *)worker_blocks_signals);
-  pthread_create(&t, NULL, run, (void *)worker_blocks_quietly);
+      if (pthread_create(&t, NULL, run, (void *)kinds[k]) != 0) {
+        fprintf(stderr, "threads_dump: thread %d could not start\n", total);
+        return 1;
+      }
+  if (pthread_create(&t, NULL, run, (void *)worker_blocks_signals) != 0 ||
+      pthread_create(&t, NULL, run, (void *)worker_blocks_quietly) != 0) {
+    fprintf(stderr, "threads_dump: a signal-blocking thread could not start\n");
+    return 1;
+  }
   total += 2;
   while (atomic_load(&started) < total - 1) usleep(1000);
   usleep(50 * 1000); /* let the lockers and conders block */
