@@ -54,6 +54,17 @@ awk -v n="$n" -v cpu="$cpu" 'BEGIN { exit !(n >= cpu * 1000 * 0.8) }' ||
 checks=$((checks + 1))
 echo "ok: cprof's profile meanwhile: $n samples for ${cpu}s of CPU at 1000 Hz"
 
+# The program takes SIGPROF and then every real-time signal while cprof
+# profiles: cprof moves each time, then stops with one line; none of its
+# signals reaches the program, and the profile keeps what it had.
+"$prog" takeall >"$TMP/takeall.pb.gz" 2>"$TMP/takeall.txt" ||
+  { cat "$TMP/takeall.txt"; fail "the program taking every signal got cprof's or died"; }
+expect_match "$TMP/takeall.txt" "^cprof: CPU profiling stopped: no free signal \(every signal it may use is the program's\)$" \
+  "one line when no signal is left for the CPU timers"
+expect_match "$TMP/takeall.txt" "^took every signal; the program's handlers got 0 signals$" "none of cprof's signals reached the program's handlers"
+pprof -comments "$TMP/takeall.pb.gz" >"$TMP/takeall_comments.txt"
+expect_match "$TMP/takeall_comments.txt" "^cprof cpu: the timers' signal: none at the end$" "the profile says its timers ended without a signal"
+
 # A SIGPROF handler installed every way there is, while cprof runs at
 # 1000 Hz: the program gets its own ~100 a second (no more: cprof's signals
 # reaching it made 349; fewer on a loaded machine, where the itimer loses
@@ -82,13 +93,21 @@ for how in sigtimedwait sigwaitinfo sigwait signalfd; do
   expect_match "$TMP/wait_$how.txt" '^own 150, other 0, ' "$how: 150 of the program's signals, none of cprof's"
 done
 
-# A watchdog on SIGPROF's default action still kills at its time.
-status=0
-"$prog" watchdog 2>"$TMP/watchdog.txt" >/dev/null || status=$?
-[ "$status" -eq $((128 + $(kill -l PROF))) ] ||
-  { cat "$TMP/watchdog.txt"; fail "the SIGPROF watchdog: status $status, not death by SIGPROF"; }
-checks=$((checks + 1))
-echo "ok: an ITIMER_PROF watchdog with SIGPROF's default action kills the program (status $status)"
+# A watchdog on SIGPROF's default action still kills at its time. Not
+# under TSan: its handler wrapper holds a signal back until the thread
+# enters one of its interceptors, which the watchdog's compute loop may
+# never do, so cprof's handler (which gives the signal its default
+# action) is not run in time.
+if tsan_build "$prog"; then
+  echo "skip: the SIGPROF watchdog case (TSan defers signal handlers to its interceptors)"
+else
+  status=0
+  "$prog" watchdog 2>"$TMP/watchdog.txt" >/dev/null || status=$?
+  [ "$status" -eq $((128 + $(kill -l PROF))) ] ||
+    { cat "$TMP/watchdog.txt"; fail "the SIGPROF watchdog: status $status, not death by SIGPROF"; }
+  checks=$((checks + 1))
+  echo "ok: an ITIMER_PROF watchdog with SIGPROF's default action kills the program (status $status)"
+fi
 
 # The thread sampler's signal (perf events off, so running threads are
 # asked with it): taken through libc, reset, and taken with the system

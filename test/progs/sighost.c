@@ -47,6 +47,9 @@
  *                          signals holding a handler that is not the
  *                          program's, and SIGRTMIN; with "own", the
  *                          program has its own SIGPROF handler first
+ *   sighost takeall        cprof at 1000 Hz; the program installs its own
+ *                          handler on SIGPROF and every real-time signal:
+ *                          cprof moves until none is left, then stops
  *   sighost exec WHERE N   N more environment variables, then an exec of
  *                          /bin/sh from a crash handler on an 8 KiB
  *                          alternate stack (WHERE=altstack) or from a
@@ -519,6 +522,18 @@ static int mode_which(bool own) {
   return stop_cpu() ? 1 : 0;
 }
 
+static int mode_takeall(void) {
+  if (start_cpu(1000)) return 1;
+  burn(0.1);
+  signal(SIGPROF, counting_plain);
+  for (int s = SIGRTMIN; s <= SIGRTMAX; s++) signal(s, counting_plain);
+  burn(0.1);
+  int stop = stop_cpu();
+  fprintf(stderr, "took every signal; the program's handlers got %d signals\n",
+          atomic_load(&own_signals));
+  return stop == 0 && atomic_load(&own_signals) == 0 ? 0 : 1;
+}
+
 static void exec_shell(void) {
   char *argv[] = {"sh", "-c",
                   "echo \"exec'd: CPROF_UNWIND=$CPROF_UNWIND, $(env | grep -c "
@@ -582,6 +597,7 @@ int main(int argc, char **argv) {
   if (strcmp(mode, "seccomp") == 0) return mode_seccomp(arg);
   if (strcmp(mode, "coroutine") == 0) return mode_coroutine(true);
   if (strcmp(mode, "trivial") == 0) return mode_coroutine(false);
+  if (strcmp(mode, "takeall") == 0) return mode_takeall();
   if (strcmp(mode, "which") == 0) return mode_which(strcmp(arg, "own") == 0);
   if (strcmp(mode, "exec") == 0 && argc > 3) return mode_exec(arg, atoi(argv[3]));
   fprintf(stderr, "usage: sighost MODE [ARG] (see the source)\n");
