@@ -148,25 +148,32 @@ struct ksigaction {
   unsigned long mask;
 };
 
-/* The number of signals whose disposition, read with the system call
- * itself, is a handler the program did not install (its own are passed;
- * glibc's own, below SIGRTMIN, installed as its first thread starts, are
- * not counted). */
-static int foreign_handlers(void *own) {
-  /* libc's sigaction (or a sanitizer's, which reports the handlers as
-   * installed, where the kernel has its own wrapper), not cprof's, which
-   * shows the program what it left on a signal cprof holds. */
+/* The handler on each signal (NULL for SIG_DFL and SIG_IGN; glibc's own,
+ * below SIGRTMIN, left out), read through libc's sigaction (or a
+ * sanitizer's, which reports the handlers as installed, where the kernel
+ * has its own wrapper), not cprof's, which shows the program what it left
+ * on a signal cprof holds. */
+static void handlers_now(void *out[65]) {
   int (*real)(int, const struct sigaction *, struct sigaction *) =
       (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-  int n = 0;
   for (int s = 1; s < 65; s++) {
     struct sigaction k;
+    out[s] = NULL;
     if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN) || !real ||
         real(s, NULL, &k) != 0)
       continue;
     void *h = (k.sa_flags & SA_SIGINFO) ? (void *)k.sa_sigaction : (void *)k.sa_handler;
-    if (h != (void *)SIG_DFL && h != (void *)SIG_IGN && h != own) n++;
+    if (h != (void *)SIG_DFL && h != (void *)SIG_IGN) out[s] = h;
   }
+}
+
+/* The number of signals with a handler other than own. */
+static int foreign_handlers(void *own) {
+  void *h[65];
+  handlers_now(h);
+  int n = 0;
+  for (int s = 1; s < 65; s++)
+    if (h[s] && h[s] != own) n++;
   return n;
 }
 
@@ -489,22 +496,6 @@ static int mode_coroutine(bool with_cprof) {
           size, used, frame);
   if (with_cprof) return stop_cpu() ? 1 : 0;
   return 0;
-}
-
-/* The handler on each signal (NULL for SIG_DFL and SIG_IGN), read through
- * libc's sigaction as foreign_handlers does. */
-static void handlers_now(void *out[65]) {
-  int (*real)(int, const struct sigaction *, struct sigaction *) =
-      (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
-  for (int s = 1; s < 65; s++) {
-    struct sigaction k;
-    out[s] = NULL;
-    if (s == SIGKILL || s == SIGSTOP || (s > 31 && s < SIGRTMIN) || !real ||
-        real(s, NULL, &k) != 0)
-      continue;
-    void *h = (k.sa_flags & SA_SIGINFO) ? (void *)k.sa_sigaction : (void *)k.sa_handler;
-    if (h != (void *)SIG_DFL && h != (void *)SIG_IGN) out[s] = h;
-  }
 }
 
 static int mode_which(bool own) {
