@@ -18,6 +18,7 @@
 
 #include "base/mem.h"
 #include "base/proc.h"
+#include "base/sig.h"
 #include "base/sys.h"
 
 ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
@@ -112,14 +113,6 @@ bool cprof__seccomp_filtered(void) {
   return seccomp_state(&filters) != 0;
 }
 
-/* The kernel's struct sigaction, for the probe child's reset of SIGSYS. */
-struct probe_sigaction {
-  void *handler;
-  unsigned long flags;
-  void *restorer;
-  unsigned long mask;
-};
-
 /*
  * Whether a child process that inherits this thread's filters can create a
  * timer: a raw clone (none of the program's fork handlers run, and with no
@@ -133,7 +126,7 @@ __attribute__((noinline, no_sanitize("address", "thread", "undefined")))
 static bool probe_timer_create(void) {
   long pid = cprof__sys6(SYS_clone, 0, 0, 0, 0, 0, 0);
   if (pid == 0) {
-    struct probe_sigaction dfl = {0};
+    struct cprof__ksigaction dfl = {0};
     cprof__sys4(SYS_rt_sigaction, SIGSYS, (long)&dfl, 0, 8);
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);

@@ -1,9 +1,9 @@
 /*
- * The one answer to "is this signal taken": whether a disposition installs
- * a function of the program's (neither SIG_DFL nor SIG_IGN, nor cprof's
- * own handler). The CPU profiler and the goroutine profile refuse a signal
- * the program handles; the dumper chains to the program's handler. Pure;
- * any context.
+ * Small facts about signals every layer shares: whether a disposition
+ * installs a function (the dumper chains to the program's; the signal
+ * owner, source/signals.h, adds its signals to SA_ONSTACK handlers' masks),
+ * how cprof's own timer signals are told apart, and the kernel's struct
+ * sigaction for the raw system call. Pure; any context.
  */
 #ifndef CPROF_SIG_H
 #define CPROF_SIG_H
@@ -17,12 +17,14 @@ static inline bool cprof__sig_is_function(const struct sigaction *sa) {
   return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
 }
 
-/* True when sa installs a function other than mine. */
-static inline bool cprof__sig_taken(const struct sigaction *sa,
-                                    void (*mine)(int, siginfo_t *, void *)) {
-  if ((sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == mine) return false;
-  return cprof__sig_is_function(sa);
-}
+/* The kernel's struct sigaction (x86-64, AArch64), for rt_sigaction made
+ * directly: setting SIG_DFL needs no restorer. */
+struct cprof__ksigaction {
+  void *handler;
+  unsigned long flags;
+  void *restorer;
+  unsigned long mask;
+};
 
 /* The value every timer of cprof's carries (sigev_value.sival_int): a
  * signal with SI_TIMER and this value is cprof's own. */

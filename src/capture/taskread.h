@@ -77,7 +77,9 @@ static inline clockid_t cprof__thread_cpu_clock(pid_t tid) {
  * first is never signalled. Returns 0 and the timer, to be deleted with
  * timer_delete once the answer came or was given up; -1 with errno when
  * the timer cannot be made (the thread is gone, or the queue of pending
- * signals is full). */
+ * signals is full). The caller checks first that timer_create may be
+ * called (cprof__timer_create_allowed: a seccomp filter may kill for it),
+ * once for the timers it makes. */
 CPROF__HIDDEN int cprof__task_ask_on_cpu(pid_t tid, int signo, timer_t *out);
 
 /* The name of system call nr ("nanosleep", "futex"...), or NULL. */

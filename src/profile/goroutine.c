@@ -110,7 +110,6 @@ static struct slot {
 static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int signo;          /* 0 until set up */
-static int setup_err;      /* 0, or why the profile is unavailable */
 static cprof__goroutine_stats last_stats; /* under collect_lock */
 static int64_t perf_total, signalled_total; /* under collect_lock */
 static bool sym_ready; /* the symbolizer has mappings; under collect_lock */
@@ -217,8 +216,7 @@ static int collection_signal(void) {
 
 static void setup(void) {
   long long off = DEFAULT_SIGNAL_OFFSET;
-  if (cprof__env_str("CPROF_THREADS_SIGNAL") &&
-      cprof__env_int("CPROF_THREADS_SIGNAL", 3, SIGRTMAX - SIGRTMIN,
+  if (cprof__env_int("CPROF_THREADS_SIGNAL", 3, SIGRTMAX - SIGRTMIN,
                      "using any free real-time signal", &off))
     thread_signal.fixed = SIGRTMIN + (int)off;
   thread_signal.preferred = SIGRTMIN + DEFAULT_SIGNAL_OFFSET;
@@ -475,6 +473,7 @@ static int ask_pending(collection *c) {
   timer_t timers[SLOTS];
   cprof__task_sampler perf[SLOTS];
   size_t nperf = 0;
+  int timers_ok = -1; /* unknown until a thread needs a timer */
   for (size_t i = 0; i < c->npending; i++) {
     pid_t tid = c->pending[i].tid;
     asked[i] = ASK_GONE;
@@ -485,8 +484,11 @@ static int ask_pending(collection *c) {
       continue;
     }
     if (errno == ESRCH) continue; /* gone */
-    if (!signo) {
-      asked[i] = GOT_NO_ANSWER; /* no signal free to ask it with */
+    /* No signal free to ask it with, or timer_create not to be called
+     * (a seccomp filter that kills for it): checked once a batch. */
+    if (timers_ok < 0) timers_ok = cprof__timer_create_allowed();
+    if (!signo || !timers_ok) {
+      asked[i] = GOT_NO_ANSWER;
       c->st.no_timer++;
       continue;
     }
@@ -646,7 +648,6 @@ static int one_thread(collection *c, pid_t tid, pid_t self) {
 
 static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   pthread_once(&setup_once, setup);
-  if (setup_err) return setup_err;
   cprof__stacktab_init();
   pid_t *tids = NULL;
   size_t ntids = 0;

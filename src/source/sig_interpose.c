@@ -308,18 +308,9 @@ bool cprof__sig_still_ours(const cprof__sigown *o) {
   return sig && real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o);
 }
 
-/* The kernel's sigaction, for the handler's reset to SIG_DFL (which needs
- * no restorer). */
-struct kernel_sigaction {
-  void *handler;
-  unsigned long flags;
-  void *restorer;
-  unsigned long long mask;
-};
-
 CPROF__SIGNAL_SAFE void cprof__sig_forward(int sig, const siginfo_t *si) {
   int saved = errno;
-  struct kernel_sigaction dfl = {0};
+  struct cprof__ksigaction dfl = {0};
   dfl.handler = (void *)SIG_DFL;
   cprof__sys4(SYS_rt_sigaction, sig, (long)&dfl, 0, 8);
   siginfo_t copy = *si;
