@@ -9,7 +9,8 @@
  * busy_epoll (epoll_wait, 1 ms) or busy_select (1 ms), and counts the
  * calls that returned EINTR. At the end it prints "calls=N eintr=N", the
  * workers' own CPU split ("burst_cpu=P": the per cent of their CPU time,
- * by their own CPU clocks, spent in busy_burst, and the two times) and
+ * by their own CPU clocks, spent in busy_burst, and the two times), the
+ * share of their wall time spent there ("burst_wall=P", and that time) and
  * the goroutine collector's figures. With "kick", the program itself
  * sends a signal as cprof's timer would (SIGRTMIN+5, SI_TIMER, cprof's
  * value) to a random worker every 2 ms, as a
@@ -41,8 +42,9 @@
 
 #define WORKERS 4
 static _Atomic long calls, eintr;
-/* The workers' CPU time in busy_burst and in all, in nanoseconds. */
-static _Atomic long long burst_cpu_ns, worker_cpu_ns;
+/* The workers' CPU time in busy_burst and in all, and their wall time,
+ * in nanoseconds. */
+static _Atomic long long burst_cpu_ns, worker_cpu_ns, worker_wall_ns;
 static _Atomic int stop;
 static int pipe_r, epfd;
 
@@ -114,6 +116,7 @@ static void *worker(void *arg) {
   atomic_store(&worker_tids[(size_t)arg], (pid_t)syscall(SYS_gettid));
   int (*wait)(void) = waits[(size_t)arg];
   long long burst = 0;
+  int64_t start = now_us();
   while (!atomic_load(&stop)) {
     burst += busy_burst();
     int r = wait();
@@ -122,6 +125,7 @@ static void *worker(void *arg) {
   }
   atomic_fetch_add(&burst_cpu_ns, burst);
   atomic_fetch_add(&worker_cpu_ns, thread_cpu_ns());
+  atomic_fetch_add(&worker_wall_ns, (now_us() - start) * 1000);
   return NULL;
 }
 
@@ -178,8 +182,11 @@ int main(int argc, char **argv) {
   cprof__goroutine_last_stats(&st);
   printf("calls=%ld eintr=%ld\n", atomic_load(&calls), atomic_load(&eintr));
   long long bns = atomic_load(&burst_cpu_ns), wns = atomic_load(&worker_cpu_ns);
+  long long wall = atomic_load(&worker_wall_ns);
   printf("burst_cpu=%lld burst_ms=%lld worker_cpu_ms=%lld\n",
          wns > 0 ? 100 * bns / wns : 0, bns / 1000000, wns / 1000000);
+  printf("burst_wall=%lld worker_wall_ms=%lld\n", wall > 0 ? 100 * bns / wall : 0,
+         wall / 1000000);
   printf("stats perf=%lld signalled=%lld interrupted=%lld\n",
          (long long)st.perf_total, (long long)st.signalled_total,
          (long long)st.interrupted);
