@@ -25,15 +25,18 @@ run() {
 }
 
 # share NAME PROFILE [pprof options] -- [traces.py arguments]: prints the
-# second column of traces.py's first line.
+# second column of traces.py's first line. pprof's -traces output for a
+# profile and options is read once and kept: each run of it takes about a
+# second and a half, and the same profile is asked several questions.
 share() {
   local name=$1 kind=$2
   shift 2
   local opts=()
   while [ "$1" != -- ]; do opts+=("$1"); shift; done
   shift
-  pprof -traces "${opts[@]}" "$TMP/$name"/"$kind"-*.pb.gz | python3 "$shares" "$@" |
-    awk 'NR == 1 {print $2}'
+  local traces="$TMP/$name/traces-$kind${opts[*]// /_}.txt"
+  [ -f "$traces" ] || pprof -traces "${opts[@]}" "$TMP/$name"/"$kind"-*.pb.gz >"$traces"
+  python3 "$shares" "$@" <"$traces" | awk 'NR == 1 {print $2}'
 }
 
 # at_least VALUE MIN WHAT
