@@ -157,8 +157,8 @@ stage_matrix() {
     kib=$((kib + 65536))
   done
   rm -f "$prof"
-  echo "== matrix: ulimit-v: go tool pprof runs under $((kib / 1024)) MiB; limit $(( (kib + 136500) / 1024 )) MiB"
-  kib=$((kib + 136500))
+  echo "== matrix: ulimit-v: go tool pprof runs under $((kib / 1024)) MiB; limit $(( (kib + 98304) / 1024 )) MiB"
+  kib=$((kib + 98304))
   ctest_label="ulimit-v" ctest_wrap=(bash -c 'ulimit -v "$0" && exec "$@"' "$kib")
   run_ctest "$build" -R "$regex"
   matrix_row "ulimit-v"

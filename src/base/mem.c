@@ -1,7 +1,9 @@
 /*
  * The profiler's own allocations and its re-entrancy guard (mem.h).
- * cprof's memory comes from the allocator underneath (base/real_alloc.h),
- * never through cprof's own malloc interposers; blocks a library hands
+ * cprof's memory comes from its own heap (base/own_heap.h), or, under a
+ * sanitizer and when that heap is full, from the allocator underneath
+ * (base/real_alloc.h); never through cprof's own malloc interposers.
+ * Blocks a library hands
  * over (realpath, __cxa_demangle) are freed through the process's free
  * (cprof__free_foreign). Calls only base/. Normal context only, except
  * cprof__guarded(), which signal handlers may read.
@@ -15,6 +17,7 @@
 #include <stdatomic.h>
 
 #include "base/mem.h"
+#include "base/own_heap.h"
 #include "base/real_alloc.h"
 
 /* volatile: the compiler knows malloc and friends cannot read a static
@@ -82,6 +85,7 @@ __attribute__((unused)) static void *process_fn(const char *name,
 }
 
 void *cprof__malloc(size_t n) {
+  if (CPROF__OWN_ENABLED) return cprof__own_malloc(n);
   cprof__guard_enter();
   void *p = OWN(malloc, cprof__malloc_fn)(n);
   cprof__guard_exit();
@@ -89,6 +93,7 @@ void *cprof__malloc(size_t n) {
 }
 
 void *cprof__calloc(size_t n, size_t size) {
+  if (CPROF__OWN_ENABLED) return cprof__own_calloc(n, size);
   cprof__guard_enter();
   cprof__calloc_fn f = OWN(calloc, cprof__calloc_fn);
   void *p;
@@ -114,6 +119,8 @@ void *cprof__realloc(void *p, size_t n) {
     if (q) memcpy(q, p, old < n ? old : n);
     return q;
   }
+  if (CPROF__OWN_ENABLED && (!p || cprof__own_block(p)))
+    return cprof__own_realloc(p, n);
   cprof__guard_enter();
   void *q = OWN(realloc, cprof__realloc_fn)(p, n);
   cprof__guard_exit();
@@ -122,6 +129,10 @@ void *cprof__realloc(void *p, size_t n) {
 
 void cprof__free(void *p) {
   if (!p || cprof__in_arena(p)) return;
+  if (CPROF__OWN_ENABLED && cprof__own_block(p)) {
+    cprof__own_free(p);
+    return;
+  }
   cprof__guard_enter();
   OWN(free, cprof__free_fn)(p);
   cprof__guard_exit();

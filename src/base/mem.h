@@ -1,10 +1,12 @@
 /*
  * The profiler's own memory. Every allocation cprof makes goes through these
- * functions, to the allocator underneath cprof's interposers
- * (base/real_alloc.h), so the profiler's allocations never reach the heap
- * sampler. Code that calls into a library that allocates on its own (libdw,
+ * functions, to cprof's own heap (base/own_heap.h; under a sanitizer, the
+ * allocator underneath cprof's interposers, base/real_alloc.h), so the
+ * profiler's allocations never reach the heap sampler nor the program's
+ * heap. Code that calls into a library that allocates on its own (libdw,
  * zlib) brackets the call with cprof__guard_enter()/cprof__guard_exit():
- * the library's malloc calls do pass through the interposers, and the guard
+ * the library's malloc calls do pass through the interposers, which send
+ * a guarded thread's requests to cprof's own heap too, and the guard
  * parks the sampler's countdown so they are neither sampled nor counted.
  * None of this may be called from a signal handler.
  */

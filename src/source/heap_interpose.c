@@ -25,6 +25,15 @@
  * Chromium's LockFreeAddressHashSet (buckets of singly linked nodes that
  * are never unlinked) behind a counting filter. See "Recognising the free
  * of a sampled block" below and docs/heap.md for the costs.
+ *
+ * Profiler threads: a thread that runs cprof's code (guarded: cprof's own
+ * threads for their whole life, the program's while they are inside
+ * cprof) allocates from cprof's own heap (base/own_heap.h), so that none
+ * of cprof's threads makes glibc give it an arena. malloc finds the guard
+ * on its slow path, where a guarded thread's parked countdown sends every
+ * request; the other entry points test it before the allocator's call.
+ * free() sends a pointer in the own heap's range back to it, any thread's,
+ * by one shift and compare after the page-boundary test.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -45,6 +54,7 @@
 #include "source/threads.h"
 #include "base/hmap.h"
 #include "base/mem.h"
+#include "base/own_heap.h"
 #include "base/real_alloc.h"
 #include "base/rng.h"
 #include "base/spin.h"
@@ -1008,6 +1018,10 @@ ALLOC_TEXT static __attribute__((noinline)) void record(
  * free() cannot rule out by its address is passed on. */
 NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
   if (!p || CPROF__UNLIKELY(cprof__in_arena(p))) return;
+  if (CPROF__OWN_ENABLED && cprof__own_block(p)) {
+    cprof__own_free(p);
+    return;
+  }
   size_t page;
   if (region_page_of(p, &page)) {
     region_free(p, page);
@@ -1044,6 +1058,9 @@ NO_SAN static void *alloc_block(size_t n, bool *sample,
  * countdown is parked at 0 (cprof__heap_park), so the fast path need not
  * look at the guard. */
 NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *malloc_slow(size_t n) {
+  /* A guarded thread (its countdown parked at 0) allocates from cprof's
+   * own heap: see "Profiler threads" below. */
+  if (CPROF__OWN_ENABLED && cprof__guarded()) return cprof__own_malloc(n);
   bool sample;
   _Atomic uint64_t *meta;
   void *p = alloc_block(n, &sample, &meta);
@@ -1082,11 +1099,16 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
 }
 #endif
 
-/* A pointer on a page boundary may be a sampled block; any other goes to
- * free_next (see update_free_next). */
+/* A pointer on a page boundary may be a sampled block; one in cprof's own
+ * heap's range goes back there; any other goes to free_next (see
+ * update_free_next). */
 NO_SAN CPROF_EXPORT void free(void *p) {
   if (CPROF__UNLIKELY(((uintptr_t)p & (PAGE - 1)) == 0)) {
     free_slow(p);
+    return;
+  }
+  if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__own_small(p))) {
+    cprof__own_free(p);
     return;
   }
   LOAD(hot.free_next)(p);
@@ -1103,6 +1125,8 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
     }
     return cprof__arena_alloc(16, total);
   }
+  if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__guarded()))
+    return cprof__own_calloc(n, size);
   /* An overflowing request goes to the allocator, which fails it its way. */
   if (overflow || CPROF__LIKELY(!should_sample(total))) return f(n, size);
   _Atomic uint64_t *meta = NULL;
@@ -1187,6 +1211,10 @@ NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample,
   *sample = false;
   *meta = NULL;
   if (CPROF__UNLIKELY(cprof__in_arena(p))) return realloc_from_arena(p, n);
+  if (CPROF__OWN_ENABLED) {
+    if (CPROF__UNLIKELY(p ? cprof__own_block(p) : cprof__guarded()))
+      return cprof__own_realloc(p, n);
+  }
   realloc_fn f = CPROF__ALLOC_GET(realloc);
   if (CPROF__UNLIKELY(!f)) {
     if (p) return realloc_from_arena(p, n); /* unreachable: no real block
@@ -1253,6 +1281,15 @@ sampled_aligned(void *p, size_t n) {
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
+  if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__guarded())) {
+    if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
+    int saved = errno;
+    void *p = cprof__own_memalign(align, n);
+    errno = saved;
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+  }
   posix_memalign_fn f = CPROF__ALLOC_GET(posix_memalign);
   if (CPROF__UNLIKELY(!f)) {
     if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
@@ -1280,21 +1317,32 @@ aligned_common(memalign_fn f, size_t align, size_t n) {
   return sampled_aligned(f(align, n), n);
 }
 
+/* The aligned allocators on a guarded thread: cprof's own heap. */
+#define OWN_ALIGNED(align, n)                                    \
+  do {                                                           \
+    if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__guarded())) \
+      return cprof__own_memalign(align, n);                      \
+  } while (0)
+
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *aligned_alloc(size_t align, size_t n) {
+  OWN_ALIGNED(align, n);
   return aligned_common(CPROF__ALLOC_GET(aligned_alloc), align, n);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *memalign(size_t align, size_t n) {
+  OWN_ALIGNED(align, n);
   return aligned_common(CPROF__ALLOC_GET(memalign), align, n);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *valloc(size_t n) {
+  OWN_ALIGNED(PAGE, n);
   malloc_fn f = CPROF__ALLOC_GET(valloc);
   if (CPROF__UNLIKELY(!f)) return cprof__arena_alloc(4096, n);
   return sampled_aligned(f(n), n);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *pvalloc(size_t n) {
+  OWN_ALIGNED(PAGE, (n + PAGE - 1) & ~(PAGE - 1));
   malloc_fn f = CPROF__ALLOC_GET(pvalloc);
   if (CPROF__UNLIKELY(!f)) return cprof__arena_alloc(4096, (n + 4095) & ~(size_t)4095);
   return sampled_aligned(f(n), n);
@@ -1303,6 +1351,8 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *pvalloc(size_t n) {
 NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
   if (!p) return 0;
   if (cprof__in_arena(p)) return cprof__arena_size(p);
+  if (CPROF__OWN_ENABLED && cprof__own_block(p))
+    return cprof__own_usable_size(p);
   if (in_region(p)) return PAGE;
   usable_size_fn f = CPROF__ALLOC_GET(usable_size);
   if (!f) return 0;

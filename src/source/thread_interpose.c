@@ -11,6 +11,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -21,6 +22,7 @@
 #include "capture/agg.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "base/own_heap.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
@@ -39,6 +41,10 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 #define THREADCREATE_STACKS 4096
 
 static void init_once_fn(void) {
+  /* First, so that its prepare handler runs last, after any other that
+   * may allocate. */
+  pthread_atfork(cprof__own_atfork_prepare, cprof__own_atfork_parent,
+                 cprof__own_atfork_child);
   cprof__stacktab_init();
   /* For the tail-call frames (profile.c). */
   static const uintptr_t mine[] = {(uintptr_t)pthread_create};
@@ -152,6 +158,13 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                             : CPROF__TASK_NO_STACK;
   thread_start *start = cprof__malloc(sizeof *start);
   int rc;
+  /* A thread a library starts from cprof's code, with no attributes of
+   * its own, gets the small stack cprof's threads have. */
+  pthread_attr_t small;
+  if (cprof_thread && !attr && pthread_attr_init(&small) == 0) {
+    if (cprof__thread_stack_attr(&small) == 0) attr = &small;
+    else pthread_attr_destroy(&small);
+  }
   if (start) {
     *start = (thread_start){fn, arg, cprof_thread, cprof_labels_current(),
                             sid};
@@ -160,12 +173,19 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   } else {
     rc = real(thread, attr, fn, arg);
   }
+  if (attr == &small) pthread_attr_destroy(&small);
   if (rc == 0 && creations && !cprof_thread) {
     const int64_t one = 1;
     cprof__agg_add(creations, sid, 0, &one);
   }
   errno = saved_errno;
   return rc;
+}
+
+int cprof__thread_stack_attr(pthread_attr_t *attr) {
+  size_t size = CPROF__THREAD_STACK;
+  if (size < (size_t)PTHREAD_STACK_MIN) size = (size_t)PTHREAD_STACK_MIN;
+  return pthread_attr_setstacksize(attr, size);
 }
 
 /* The blocks of spawns whose threads have not taken them yet: a process
@@ -209,7 +229,20 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = real(thread, NULL, spawned_main, start);
+  pthread_attr_t attr;
+  bool small = pthread_attr_init(&attr) == 0;
+  if (small && cprof__thread_stack_attr(&attr) != 0) {
+    pthread_attr_destroy(&attr);
+    small = false;
+  }
+  /* Guarded, so that what libc allocates for the thread (its TLS vector)
+   * comes from cprof's own heap, as everything it allocates later does. */
+  cprof__guard_enter();
+  int rc = real(thread, small ? &attr : NULL, spawned_main, start);
+  /* A static TLS too large for the small stack: the default one. */
+  if (rc == EINVAL && small) rc = real(thread, NULL, spawned_main, start);
+  cprof__guard_exit();
+  if (small) pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (rc != 0) {
     spawn_track(start, false);

@@ -37,6 +37,25 @@ CPROF__HIDDEN int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *),
 CPROF__HIDDEN void cprof__threads_hooks(void (*on_start)(void),
                                         void (*on_exit)(void));
 
+/* The stack of every thread cprof starts (cprof__thread_spawn's, and
+ * those libraries start while cprof's code runs, e.g. libmicrohttpd's,
+ * whose creator asks for no size of its own). The deepest path measured
+ * is symbolizing source lines with libdw (dwarf_getsrclines keeps its
+ * tables on the stack) under the wall sampler's goroutine collection:
+ * about 170 KiB; it overflows 128 KiB and runs in 256 KiB (docs/heap.md,
+ * "Address space"). 512 KiB leave a margin of three. Sanitizers' frames
+ * are several times larger. glibc carves the static TLS and the guard page
+ * from it. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CPROF__THREAD_STACK ((size_t)2 * 1024 * 1024)
+#else
+#define CPROF__THREAD_STACK ((size_t)512 * 1024)
+#endif
+
+/* Sets attr's stack size to CPROF__THREAD_STACK (never below glibc's
+ * minimum); attr must be initialised. Returns 0 or an errno value. */
+CPROF__HIDDEN int cprof__thread_stack_attr(pthread_attr_t *attr);
+
 /* Prepares the module; idempotent and thread-safe. Not signal-safe. */
 CPROF__HIDDEN void cprof__threads_init(void);
 

@@ -47,18 +47,20 @@ live_checks preloaded env LD_PRELOAD="$lib" "$plain"
 without=$("$plain" vmsize | awk '{print $2}')
 with=$(LD_PRELOAD=$lib "$plain" vmsize | awk '{print $2}')
 echo "VmSize: $without KiB without cprof, $with KiB with it (+$(( (with - without) / 1024 )) MiB)"
-[ $((with - without)) -lt $((12 * 1024)) ] || fail "loading cprof adds $((with - without)) KiB of address space (more than 12 MiB)"
+# 5.3 MiB of tables and the library, and the 16 MiB range of cprof's own
+# heap (docs/heap.md, "Address space").
+[ $((with - without)) -lt $((24 * 1024)) ] || fail "loading cprof adds $((with - without)) KiB of address space (more than 24 MiB)"
 checks=$((checks + 1))
-echo "ok: loading cprof adds less than 12 MiB of address space"
+echo "ok: loading cprof adds less than 24 MiB of address space"
 
 # Under ulimit -v 100000, 1 MiB blocks until malloc fails.
 limit=100000
 base=$( (ulimit -v $limit; "$plain" alloc) | awk '{print $2}')
 got=$( (ulimit -v $limit; LD_PRELOAD=$lib "$plain" alloc) | awk '{print $2}')
 echo "ulimit -v $limit: $base MiB allocated without cprof, $got MiB with it"
-[ "${got:-0}" -ge $((base - 8)) ] || fail "with cprof only $got MiB could be allocated (without: $base)"
+[ "${got:-0}" -ge $((base - 24)) ] || fail "with cprof only $got MiB could be allocated (without: $base)"
 checks=$((checks + 1))
-echo "ok: with cprof the program allocates within 8 MiB of what it does without"
+echo "ok: with cprof the program allocates within 24 MiB of what it does without"
 
 # A deep recursion with the endpoint and dumps on, under the same limit.
 stack_kib=$(ulimit -s)
