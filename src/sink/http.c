@@ -41,13 +41,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include "source/contention.h"
+#include "source/fds.h"
 #include "base/dynload.h"
 #include "base/env.h"
 #include "sink/http.h"
@@ -72,6 +72,9 @@
 /* libmicrohttpd's own limit sits above cprof's, so the accept thread's
  * count, which drops a little before libmicrohttpd's, never meets it. */
 #define MHD_LIMIT_SLACK 8
+/* A connection whose request head has only partly arrived is looked at
+ * again after this (the bytes already there keep its socket readable). */
+#define REPEEK_NS 10000000ll
 
 /* libmicrohttpd, loaded when the first server starts (dynload.h). */
 #define MHD_FNS(X, v) \
@@ -93,7 +96,19 @@ struct cprof_http {
   struct MHD_Daemon *daemon;
   int port;
   int listen_fd;
-  int wake_fd; /* an eventfd the accept thread polls */
+  dev_t listen_dev; /* the listener's identity, checked before each use */
+  ino_t listen_ino;
+  /* A pipe that wakes the accept thread: it polls wake_rd. */
+  int wake_rd, wake_wr;
+  dev_t wake_dev;
+  ino_t wake_ino;
+  /* Set, under mu, when one of the accept thread's descriptors was taken
+   * over by the program (a raw close system call): from then on no
+   * descriptor of this server is used, polled or closed again. */
+  bool abandoned;
+  bool detached; /* the accept thread ended on its own; nobody joins it */
+  pid_t pid; /* the process that started it (not a fork child) */
+  char *peek; /* the accept thread's view of a request head */
   pthread_t acceptor;
   char *unix_path; /* the socket file to remove at stop, or NULL */
   dev_t unix_dev;
@@ -147,6 +162,11 @@ struct conn {
   conn *next, *prev; /* srv->conns, under srv->mu */
   cprof_http *srv;
   int fd;
+  /* Held by the accept thread, which waits for its request head before
+   * handing it to libmicrohttpd: an idle or slow client costs no thread.
+   * repeek_ns: when a head that has partly arrived is looked at again. */
+  bool held;
+  int64_t repeek_ns;
   struct MHD_Connection *mhd; /* NULL until libmicrohttpd started it */
   /* Under srv->mu: when it was accepted or its last answer completed, and
    * when its request must be in (0 while it is being answered). */
@@ -398,7 +418,11 @@ static int open_listener(cprof_http *srv, const listen_addr *la,
   if (la->family == AF_UNIX &&
       (err = clear_stale_socket(la->u.un.sun_path, why, whylen)) != 0)
     return err;
-  int fd = socket(la->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  cprof__fd_begin();
+  int fd = cprof__fd_adopt(
+      socket(la->family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0),
+      CPROF__FD_ENDPOINT);
+  cprof__fd_end();
   if (fd < 0) {
     snprintf(why, whylen, "socket: %s", strerror(errno));
     return CPROF_ESYS;
@@ -411,7 +435,7 @@ static int open_listener(cprof_http *srv, const listen_addr *la,
   if (bind(fd, &la->u.sa, la->len) != 0) {
     int e = errno;
     snprintf(why, whylen, "cannot listen on %s: %s", shown, strerror(e));
-    close(fd);
+    cprof__fd_close(fd);
     return e == EADDRINUSE ? CPROF_EADDRINUSE : CPROF_ESYS;
   }
   if (la->family == AF_UNIX) {
@@ -421,18 +445,21 @@ static int open_listener(cprof_http *srv, const listen_addr *la,
       snprintf(why, whylen, "%s: chmod 0600: %s", la->u.un.sun_path,
                strerror(errno));
       unlink(la->u.un.sun_path);
-      close(fd);
+      cprof__fd_close(fd);
       return CPROF_ESYS;
     }
     srv->unix_path = cprof__strdup(la->u.un.sun_path);
     srv->unix_dev = st.st_dev;
     srv->unix_ino = st.st_ino;
   }
-  if (listen(fd, 64) != 0) {
+  struct stat st;
+  if (listen(fd, 64) != 0 || fstat(fd, &st) != 0) {
     snprintf(why, whylen, "listen on %s: %s", shown, strerror(errno));
-    close(fd);
+    cprof__fd_close(fd);
     return CPROF_ESYS;
   }
+  srv->listen_dev = st.st_dev;
+  srv->listen_ino = st.st_ino;
   return fd;
 }
 
@@ -456,7 +483,9 @@ static void unlink_own_socket(cprof_http *srv) {
 
 static void unlink_sockets_at_exit(void) {
   cprof__lock(&unix_mu);
-  for (cprof_http *s = unix_servers; s; s = s->next_unix) unlink_own_socket(s);
+  /* A fork child's exit leaves its parent's socket alone. */
+  for (cprof_http *s = unix_servers; s; s = s->next_unix)
+    if (s->pid == getpid()) unlink_own_socket(s);
   cprof__unlock(&unix_mu);
 }
 
@@ -491,9 +520,11 @@ static void untrack_socket(cprof_http *srv) {
  * started and not yet closed, so never a descriptor that was reused.
  */
 
+/* Called with srv->mu held. */
 static void wake_acceptor(cprof_http *srv) {
-  uint64_t one = 1;
-  (void)!write(srv->wake_fd, &one, sizeof one);
+  if (srv->abandoned) return;
+  char one = 1;
+  (void)!write(srv->wake_wr, &one, 1);
 }
 
 static void link_conn(cprof_http *srv, conn *c) {
@@ -935,11 +966,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *mc,
 
 /*
  * The accept thread. It accepts while fewer than limit connections are
- * open, so more clients wait in the kernel's backlog; shuts down each
- * connection whose request is late; and, while every slot is taken and a
- * client waits, shuts down the connection that has waited longest for its
- * request (at least EVICT_MIN_AGE_NS), so clients that send slowly cannot
- * keep the others out. Connections being answered are never touched.
+ * open, so more clients wait in the kernel's backlog, and holds each new
+ * connection in its own poll set until the request head has arrived
+ * (looked at with MSG_PEEK, nothing consumed), only then handing it to
+ * libmicrohttpd, which starts a thread for it: idle and slow clients cost
+ * no thread. It closes each held connection whose head is late and shuts
+ * down each handed one whose request is late; and, while every slot is
+ * taken and a client waits, closes or shuts down the connection that has
+ * waited longest for its request (at least EVICT_MIN_AGE_NS), so clients
+ * that send slowly cannot keep the others out. Connections being answered
+ * are never touched. Before each round it checks that its listener and
+ * wake pipe are still the files it opened; when one is not (the program
+ * closed it with a raw system call and opened something else there), it
+ * abandons the server (see abandon).
  */
 
 static void shut_conn(cprof_http *srv, conn *c) {
@@ -948,14 +987,31 @@ static void shut_conn(cprof_http *srv, conn *c) {
   srv->nshut++;
 }
 
-/* Shuts the late connections down and drops those libmicrohttpd never
- * started; *wake_at becomes the next deadline. Returns how many it shut.
+/* Closes a held connection (the accept thread's own). Called with srv->mu
+ * held. */
+static void drop_held(cprof_http *srv, conn *c) {
+  unlink_conn(srv, c);
+  cprof__fd_close(c->fd);
+  cprof__free(c);
+}
+
+/* Closes the held connections whose head is late, shuts down the handed
+ * ones whose request is late and drops those libmicrohttpd never started;
+ * *wake_at becomes the next deadline. Returns how many it closed or shut.
  * Called with srv->mu held. */
 static unsigned reap(cprof_http *srv, int64_t now, int64_t *wake_at) {
   unsigned shut = 0;
   for (conn *c = srv->conns, *next; c; c = next) {
     next = c->next;
-    if (!c->mhd) {
+    if (c->held) {
+      int64_t deadline = c->since_ns + srv->header_ns;
+      if (deadline <= now) {
+        drop_held(srv, c);
+        shut++;
+      } else if (deadline < *wake_at) {
+        *wake_at = deadline;
+      }
+    } else if (!c->mhd) {
       if (now - c->since_ns >= PENDING_MAX_NS) {
         unlink_conn(srv, c);
         cprof__free(c);
@@ -974,13 +1030,13 @@ static unsigned reap(cprof_http *srv, int64_t now, int64_t *wake_at) {
   return shut;
 }
 
-/* Shuts down the connection that has waited longest for its request, if
- * it has waited EVICT_MIN_AGE_NS; else *wake_at becomes the time it will
- * have. Called with srv->mu held. */
+/* Closes or shuts down the connection that has waited longest for its
+ * request, if it has waited EVICT_MIN_AGE_NS; else *wake_at becomes the
+ * time it will have. Called with srv->mu held. */
 static bool evict(cprof_http *srv, int64_t now, int64_t *wake_at) {
   conn *oldest = NULL;
   for (conn *c = srv->conns; c; c = c->next)
-    if (c->mhd && !c->shut && c->deadline_ns &&
+    if ((c->held || (c->mhd && !c->shut && c->deadline_ns)) &&
         (!oldest || c->since_ns < oldest->since_ns))
       oldest = c;
   if (!oldest) return false;
@@ -989,64 +1045,171 @@ static bool evict(cprof_http *srv, int64_t now, int64_t *wake_at) {
       *wake_at = oldest->since_ns + EVICT_MIN_AGE_NS;
     return false;
   }
-  shut_conn(srv, oldest);
+  if (oldest->held)
+    drop_held(srv, oldest);
+  else
+    shut_conn(srv, oldest);
   return true;
 }
 
-/* Accepts one connection and hands it to libmicrohttpd. Returns 1 when it
- * did, 0 when nobody waits, -1 when out of descriptors or memory. */
+/* Accepts one connection and holds it until its request head is in.
+ * Returns 1 when it did, 0 when nobody waits, -1 when out of descriptors
+ * or memory. */
 static int accept_one(cprof_http *srv) {
-  union {
-    struct sockaddr sa;
-    struct sockaddr_storage ss;
-  } a;
-  socklen_t alen = sizeof a;
-  int fd = accept4(srv->listen_fd, &a.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  cprof__fd_begin();
+  int fd = cprof__fd_adopt(
+      accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC),
+      CPROF__FD_ENDPOINT);
+  int e = errno;
+  cprof__fd_end();
   if (fd < 0) {
-    if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
-        errno == ENOMEM)
-      return -1;
+    if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) return -1;
     /* EAGAIN, or a client that left before it was accepted. */
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : 1;
-  }
-  if (alen == 0) {
-    a.sa.sa_family = (sa_family_t)(srv->unix_path ? AF_UNIX : AF_INET);
-    alen = sizeof a.sa.sa_family;
+    return e == EAGAIN || e == EWOULDBLOCK || e == EINTR ? 0 : 1;
   }
   conn *c = cprof__calloc(1, sizeof *c);
   if (!c) {
-    close(fd);
+    cprof__fd_close(fd);
     return -1;
   }
   c->srv = srv;
   c->fd = fd;
+  c->held = true;
   c->since_ns = cprof__mono_ns();
   cprof__lock(&srv->mu);
   /* A connection libmicrohttpd closed without starting it left its
    * descriptor, which accept just got again. */
   for (conn *o = srv->conns; o; o = o->next)
-    if (!o->mhd && o->fd == fd) {
+    if (!o->mhd && !o->held && o->fd == fd) {
       unlink_conn(srv, o);
       cprof__free(o);
       break;
     }
   link_conn(srv, c);
   cprof__unlock(&srv->mu);
-  if (mhd.add_connection(srv->daemon, fd, &a.sa, alen) != MHD_YES) {
+  return 1;
+}
+
+/* Hands a held connection whose request head is in to libmicrohttpd. */
+static void hand_over(cprof_http *srv, conn *c) {
+  union {
+    struct sockaddr sa;
+    struct sockaddr_storage ss;
+  } a;
+  socklen_t alen = sizeof a;
+  if (getpeername(c->fd, &a.sa, &alen) != 0 || alen == 0) {
+    memset(&a, 0, sizeof a);
+    a.sa.sa_family = (sa_family_t)(srv->unix_path ? AF_UNIX : AF_INET);
+    alen = sizeof a.sa.sa_family;
+  }
+  cprof__lock(&srv->mu);
+  c->held = false;
+  cprof__unlock(&srv->mu);
+  if (mhd.add_connection(srv->daemon, c->fd, &a.sa, alen) != MHD_YES) {
     /* libmicrohttpd closed the socket; it never started it. */
     cprof__lock(&srv->mu);
     unlink_conn(srv, c);
     cprof__unlock(&srv->mu);
     cprof__free(c);
   }
-  return 1;
+}
+
+/* Whether buf holds a whole request head (its blank line). */
+static bool head_complete(const char *buf, size_t n) {
+  for (size_t i = 0; i + 1 < n; i++)
+    if (buf[i] == '\n' &&
+        (buf[i + 1] == '\n' ||
+         (buf[i + 1] == '\r' && i + 2 < n && buf[i + 2] == '\n')))
+      return true;
+  return false;
+}
+
+/* A held connection's socket is readable: hands it over when its request
+ * head is in (or as much as a connection may hold, or the client has shut
+ * its side), closes it when the client left without a byte, and otherwise
+ * looks again after REPEEK_NS. */
+static void look(cprof_http *srv, conn *c, short revents, int64_t now) {
+  if (revents & POLLNVAL) {
+    /* Closed under cprof by a raw system call: the number is not cprof's
+     * any more, and is left alone. */
+    cprof__lock(&srv->mu);
+    unlink_conn(srv, c);
+    cprof__unlock(&srv->mu);
+    cprof__free(c);
+    return;
+  }
+  ssize_t n = recv(c->fd, srv->peek, CONNECTION_MEMORY,
+                   MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    return;
+  if (n <= 0) {
+    cprof__lock(&srv->mu);
+    drop_held(srv, c);
+    cprof__unlock(&srv->mu);
+    return;
+  }
+  if (head_complete(srv->peek, (size_t)n) || n == CONNECTION_MEMORY ||
+      (revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+    hand_over(srv, c);
+    return;
+  }
+  c->repeek_ns = now + REPEEK_NS;
+}
+
+/* Whether fd is still the file (device, inode) it was. */
+static bool same_file(int fd, dev_t dev, ino_t ino) {
+  struct stat st;
+  return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+/* The program took one of the accept thread's descriptors (closed it with
+ * a raw system call, which no interposer sees). The server is abandoned:
+ * none of its descriptors is used, polled or closed again, whichever of
+ * them the program may hold now; the held connections are forgotten; one
+ * line says so. Returns with nothing left to do on this thread. */
+static void abandon(cprof_http *srv) {
+  cprof__lock(&srv->mu);
+  srv->abandoned = true;
+  /* Unless a stop is already under way (it joins), nobody will join this
+   * thread: the server CPROF_HTTP started is never stopped. */
+  if (!atomic_load(&srv->stopping)) {
+    srv->detached = true;
+    pthread_detach(pthread_self());
+  }
+  for (conn *c = srv->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->held) {
+      unlink_conn(srv, c);
+      cprof__free(c);
+    }
+  }
+  cprof__unlock(&srv->mu);
+  cprof__warn("http: the program closed the endpoint's descriptors (a raw "
+              "close system call) and may be using their numbers; HTTP "
+              "endpoint on port %d stopped",
+              srv->port);
+  log_line(srv, "http: endpoint stopped: its descriptors were taken over");
 }
 
 static void *accept_main(void *arg) {
   cprof_http *srv = arg;
   bool waiting = false; /* a client waits while every slot is taken */
   int64_t backoff_until = 0;
+  struct pollfd *p = cprof__calloc(srv->limit + 2, sizeof *p);
+  conn **held = cprof__calloc(srv->limit + 1, sizeof *held);
+  if (!p || !held) {
+    /* Without its poll set the thread cannot hold connections: it
+     * stops accepting, and connections wait in the backlog until stop. */
+    cprof__free(p);
+    cprof__free(held);
+    return NULL;
+  }
   for (;;) {
+    if (!same_file(srv->listen_fd, srv->listen_dev, srv->listen_ino) ||
+        !same_file(srv->wake_rd, srv->wake_dev, srv->wake_ino)) {
+      abandon(srv);
+      break;
+    }
     int64_t now = cprof__mono_ns(), wake_at = INT64_MAX;
     cprof__lock(&srv->mu);
     if (atomic_load(&srv->stopping)) {
@@ -1065,6 +1228,17 @@ static void *accept_main(void *arg) {
     }
     if (!room && backoff_until > now && backoff_until < wake_at)
       wake_at = backoff_until;
+    /* The held connections to watch; one that has part of its head is
+     * watched again at its repeek time. */
+    unsigned nheld = 0;
+    for (conn *c = srv->conns; c && nheld < srv->limit; c = c->next) {
+      if (!c->held) continue;
+      if (c->repeek_ns > now) {
+        if (c->repeek_ns < wake_at) wake_at = c->repeek_ns;
+        continue;
+      }
+      held[nheld++] = c;
+    }
     srv->sleep_until = wake_at;
     cprof__unlock(&srv->mu);
     if (late)
@@ -1082,20 +1256,32 @@ static void *accept_main(void *arg) {
         continue;
       }
     }
-    struct pollfd p[2] = {{.fd = srv->wake_fd, .events = POLLIN},
-                          {.fd = srv->listen_fd, .events = POLLIN}};
+    p[0] = (struct pollfd){.fd = srv->wake_rd, .events = POLLIN};
+    p[1] = (struct pollfd){.fd = watch ? srv->listen_fd : -1,
+                           .events = POLLIN};
+    for (unsigned i = 0; i < nheld; i++)
+      p[2 + i] = (struct pollfd){.fd = held[i]->fd,
+                                 .events = POLLIN | POLLRDHUP};
     int timeout = -1;
     if (wake_at != INT64_MAX) {
       int64_t ms = (wake_at - cprof__mono_ns() + 999999) / 1000000;
       timeout = ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms;
     }
-    int rc = poll(p, watch ? 2 : 1, timeout);
-    if (rc > 0 && (p[0].revents & POLLIN)) {
-      uint64_t v;
-      (void)!read(srv->wake_fd, &v, sizeof v);
+    int rc = poll(p, 2 + nheld, timeout);
+    if (rc <= 0) continue;
+    if ((p[0].revents | p[1].revents) & POLLNVAL) continue; /* checked above */
+    if (p[0].revents & POLLIN) {
+      char buf[64];
+      while (read(srv->wake_rd, buf, sizeof buf) == (ssize_t)sizeof buf) {
+      }
     }
-    if (rc > 0 && watch && !room && (p[1].revents & POLLIN)) waiting = true;
+    if (watch && !room && (p[1].revents & POLLIN)) waiting = true;
+    now = cprof__mono_ns();
+    for (unsigned i = 0; i < nheld; i++)
+      if (p[2 + i].revents) look(srv, held[i], p[2 + i].revents, now);
   }
+  cprof__free(p);
+  cprof__free(held);
   return NULL;
 }
 
@@ -1107,10 +1293,15 @@ static void free_server(cprof_http *srv) {
     conn *c = srv->conns;
     unlink_conn(srv, c);
     end_request(c);
+    if (c->held && !srv->abandoned) cprof__fd_close(c->fd);
     cprof__free(c);
   }
-  if (srv->wake_fd >= 0) close(srv->wake_fd);
+  if (!srv->abandoned) {
+    if (srv->wake_rd >= 0) cprof__fd_close(srv->wake_rd);
+    if (srv->wake_wr >= 0) cprof__fd_close(srv->wake_wr);
+  }
   pthread_mutex_destroy(&srv->mu);
+  cprof__free(srv->peek);
   cprof__free(srv->unix_path);
   cprof__free(srv->listen_host);
   cprof__free(srv->token);
@@ -1157,7 +1348,8 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   if (!srv) return CPROF_ENOMEM;
   pthread_mutex_init(&srv->mu, NULL);
   srv->listen_fd = -1;
-  srv->wake_fd = -1;
+  srv->wake_rd = srv->wake_wr = -1;
+  srv->pid = getpid();
   srv->sleep_until = INT64_MAX;
   srv->logger = cfg->logger;
   srv->logger_ctx = cfg->logger_ctx;
@@ -1181,12 +1373,26 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   if (srv->opts.check_host && !(srv->listen_host = cprof__strdup(la.host)))
     goto fail;
   srv->opts.listen_host = srv->listen_host;
-  srv->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (srv->wake_fd < 0) {
-    snprintf(why, whylen, "eventfd: %s", strerror(errno));
+  if (!(srv->peek = cprof__malloc(CONNECTION_MEMORY))) goto fail;
+  /* A pipe rather than an eventfd: each pipe is a file of its own, so
+   * the accept thread can tell it from one the program put at its number. */
+  int wake[2];
+  struct stat wst;
+  cprof__fd_begin();
+  int prc = pipe2(wake, O_NONBLOCK | O_CLOEXEC);
+  if (prc == 0) {
+    srv->wake_rd = cprof__fd_adopt(wake[0], CPROF__FD_ENDPOINT);
+    srv->wake_wr = cprof__fd_adopt(wake[1], CPROF__FD_ENDPOINT);
+  }
+  int perr = errno;
+  cprof__fd_end();
+  if (prc != 0 || fstat(srv->wake_rd, &wst) != 0) {
+    snprintf(why, whylen, "pipe: %s", strerror(prc != 0 ? perr : errno));
     err = CPROF_ESYS;
     goto fail;
   }
+  srv->wake_dev = wst.st_dev;
+  srv->wake_ino = wst.st_ino;
 
   char shown[128];
   describe(&la, addr, shown, sizeof shown);
@@ -1216,6 +1422,9 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   cprof__guard_enter();
+  /* The descriptors libmicrohttpd makes for itself (its inter-thread
+   * channel) are the endpoint's too. */
+  cprof__fd_capture(CPROF__FD_ENDPOINT);
   srv->daemon = mhd.start_daemon(
       flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
       mhd_log, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
@@ -1223,7 +1432,13 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
       MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
       MHD_OPTION_CONNECTION_LIMIT, srv->limit + MHD_LIMIT_SLACK,
       MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-      (size_t)CONNECTION_MEMORY, MHD_OPTION_END);
+      (size_t)CONNECTION_MEMORY,
+      /* The deepest requests (the first profile, which loads and runs libdw
+       * to symbolize, then gzips; a /symbol of 4000 addresses) touch at
+       * most 140 KiB of it. */
+      MHD_OPTION_THREAD_STACK_SIZE, (size_t)CPROF__THREAD_STACK,
+      MHD_OPTION_END);
+  cprof__fd_capture(0);
   cprof__guard_exit();
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (!srv->daemon) {
@@ -1255,7 +1470,7 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   return 0;
 
 fail:
-  if (srv->listen_fd >= 0) close(srv->listen_fd);
+  if (srv->listen_fd >= 0) cprof__fd_close(srv->listen_fd);
   free_server(srv); /* removes a socket file it bound */
   return err;
 }
@@ -1275,10 +1490,24 @@ int cprof_http_start(const cprof_http_config *cfg, cprof_http **out) {
 
 int cprof_http_stop(cprof_http *srv) {
   if (!srv) return CPROF_EINVAL;
+  /* In a fork child the server's threads do not exist and its
+   * descriptors were closed at the fork: nothing is left to stop, and
+   * libmicrohttpd's state (its threads' locks) is not touched. */
+  if (srv->pid != getpid()) return 0;
   atomic_store(&srv->stopping, true);
+  cprof__lock(&srv->mu);
+  bool detached = srv->detached;
   wake_acceptor(srv);
-  cprof__join(srv->acceptor, NULL);
-  close(srv->listen_fd);
+  cprof__unlock(&srv->mu);
+  if (!detached) cprof__join(srv->acceptor, NULL);
+  if (srv->abandoned) {
+    /* libmicrohttpd's stop would write to its channel and close its
+     * connections, numbers the program may hold now: the daemon is left
+     * as it is. */
+    free_server(srv);
+    return 0;
+  }
+  cprof__fd_close(srv->listen_fd);
   cprof__guard_enter();
   mhd.stop_daemon(srv->daemon); /* closes the connections, joins threads */
   cprof__guard_exit();

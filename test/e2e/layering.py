@@ -34,6 +34,11 @@ TOP_FILES = {"init.c", "exit.c", "exit.h"}
 # so that a static link, which pulls in mem.o whatever it calls, always
 # pulls in init.o (and the constructor) too.
 ANCHORS = {"cprof__init_anchor"}
+# libc names source/fd_interpose.c interposes that every layer may call:
+# a call is libc's, which the interposer passes through for cprof's own
+# code (inside its guard) and for every descriptor that is not cprof's.
+LIBC_PASSTHROUGH = {"close", "close_range", "closefrom", "dup2", "dup3",
+                    "eventfd", "pipe", "pipe2"}
 INTERPOSED = re.compile(
     r"^(malloc|free|calloc|realloc|reallocarray|posix_memalign|aligned_alloc|"
     r"memalign|valloc|pvalloc|malloc_usable_size|"
@@ -113,7 +118,7 @@ def main():
             continue
         for s in sorted(syms):
             d = defined.get(s)
-            if d is None or d == rel or s in ANCHORS:
+            if d is None or d == rel or s in ANCHORS or s in LIBC_PASSTHROUGH:
                 continue
             edges += 1
             if rank_of(d) > r:
