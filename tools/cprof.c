@@ -137,12 +137,16 @@ static const char extract_help[] =
 
 /* For each file name stem (<profile>-<pid>.<ext>), where the search for a
  * free sequence number goes on when a block's own number is taken: one
- * past the last number this run took or found taken. No number is tried
- * twice, so blocks with the same name cost a try or two each instead of one
- * open per file written before them. */
+ * past the last number this run took or found taken, and, once the
+ * numbers up to LLONG_MAX are used up (a Seq of INT64_MAX taken), from 1
+ * up again. A number is tried at most once in each direction, so blocks
+ * with the same name cost a try or two each instead of one open per file
+ * written before them. */
 typedef struct name_slot {
   char *stem; /* NULL for a free slot */
-  long long next;
+  long long next; /* the upward search resumes here; 0 before any */
+  long long low;  /* the last number tried from 1 up */
+  bool top;       /* LLONG_MAX is taken: the search is from 1 up */
 } name_slot;
 
 typedef struct name_table {
@@ -223,6 +227,16 @@ static void safe_name(char *out, size_t len, const char *in) {
   if (i == 0) snprintf(out, len, "profile");
 }
 
+/* The number to try after seq (taken) for slot's name: past every number
+ * this run took or found taken already, else, when none is left up to
+ * LLONG_MAX, the next from 1 up; 0 when even those are used up. */
+static long long next_seq(name_slot *slot, long long seq) {
+  long long up = seq < LLONG_MAX && seq + 1 > slot->next ? seq + 1 : slot->next;
+  if (up > 0 && (up < LLONG_MAX || !slot->top)) return up;
+  slot->top = true;
+  return slot->low < LLONG_MAX ? ++slot->low : 0;
+}
+
 /* Creates <dir>/<name>-<pid>-<seq>.<ext> for a block, never replacing a
  * file: the block's own Seq first (1 without one), then, when that is
  * taken, the next number not yet tried for that name. Returns the file
@@ -240,17 +254,16 @@ static int create_output(extract_ctx *x, const pem_block *b, char *path,
     return -1;
   }
   long long seq = b->seq > 0 ? b->seq : 1;
-  for (int tries = 0; tries < 100000; tries++) {
+  for (int tries = 0; tries < 100000 && seq > 0; tries++) {
     snprintf(path, len, "%s/%s-%ld-%lld.%s", x->dir, name, b->pid, seq, ext);
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != EEXIST) {
-      if (fd >= 0 && seq >= slot->next) slot->next = seq + 1;
-      return fd;
-    }
-    if (seq == LLONG_MAX) break;
-    /* Go on past every number this run took or found taken already. */
-    seq = seq + 1 > slot->next ? seq + 1 : slot->next;
-    slot->next = seq;
+    if (fd < 0 && errno != EEXIST) return -1;
+    if (seq == LLONG_MAX)
+      slot->top = true;
+    else if (seq >= slot->next)
+      slot->next = seq + 1;
+    if (fd >= 0) return fd;
+    seq = next_seq(slot, seq);
   }
   errno = EEXIST;
   return -1;
