@@ -3,9 +3,13 @@
  * published index of them and the writer lock that serialises refreshes.
  * The build side (cprof__cfi_refresh, cprof__cfi_shutdown, the stats, the
  * buffer builder) runs in normal context only: it may call dl_iterate_phdr,
- * cprof's own allocator (mem.h), sched_yield and nanosleep, and must never
- * take a pthread mutex (cprof interposes them) or read outside an object's
- * PT_LOAD segments. The signal side (cprof__cfi_read_begin, _read_end,
+ * cprof's own allocator (mem.h), mmap, sched_yield, nanosleep and
+ * process_vm_readv, and must never take a pthread mutex (cprof interposes
+ * them) or load a byte of an object's memory directly: a loaded object's
+ * pages can fault (a library whose file was truncated after it was mapped
+ * raises SIGBUS on every page past the file's new end), so its unwind data
+ * is first copied out with process_vm_readv, which reports the pages it
+ * cannot read instead of faulting, and only the copy is parsed. The signal side (cprof__cfi_read_begin, _read_end,
  * _find, _code_range, _table_find) runs in signal handlers: it must never
  * lock, allocate, make a system call or loop beyond a binary search, and it
  * reads only memory this module allocated and published.
@@ -52,16 +56,22 @@
  * threads, starts with no readers.
  */
 #include <elf.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "capture/cfi.h"
+#include "capture/stack.h"
 #include "base/mem.h"
 #include "base/spin.h"
+#include "base/sys.h"
 
 /* Call-frame instructions (DWARF 5 section 6.4.2, and the GNU ones). */
 enum {
@@ -126,6 +136,13 @@ enum { REG_RBP = 6, REG_RSP = 7, REG_RA = 16 };
 #define MAX_RULES 65536u
 /* How long a refresh waits for readers before it retires an index. */
 #define GRACE_NS 1000000000ll
+/* The most bytes of one object's unwind data copied for a build; real
+ * objects have a few hundred KiB (libstdc++: 250 KiB). */
+#define MAX_UNWIND_COPY ((uint64_t)256 << 20)
+/* Pages per process_vm_readv call when unwind data is copied, and the
+ * page size (x86-64's, the one architecture tables are built for). */
+#define COPY_PAGES 64
+#define PAGE ((uintptr_t)4096)
 
 /*
  * Parsing.
@@ -1237,6 +1254,7 @@ typedef struct {
   uintptr_t base;
   const void *phdr;
   uint64_t fingerprint;
+  uint64_t hdr; /* .eh_frame_hdr's vaddr, 0 without one */
   char *name;
   uintptr_t exec_lo, exec_hi;
   cprof__cfi_table *table;
@@ -1317,6 +1335,101 @@ CPROF__SIGNAL_SAFE bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintp
   return true;
 }
 
+/* The first address of the function holding pc, by bisection of the
+ * search table of the .eh_frame_hdr at hdr, read through rd. Only the
+ * encoding every linker writes is understood (the table datarel sdata4). */
+bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
+                             bool (*rd)(uint64_t addr, void *out,
+                                        size_t len)) {
+  unsigned char h[4];
+  if (!hdr || !rd(hdr, h, sizeof h) || h[0] != 1) return false;
+  size_t ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
+                    : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
+                        ? 8
+                        : 0;
+  uint32_t count;
+  if (!ptr_size || h[2] != 0x03 || h[3] != 0x3b ||
+      !rd(hdr + 4 + ptr_size, &count, sizeof count) || count == 0)
+    return false;
+  uint64_t table = hdr + 4 + ptr_size + 4;
+  /* The last entry whose first address is at or below pc. */
+  int64_t want = (int64_t)(pc - hdr);
+  uint32_t lo = 0, hi = count;
+  while (hi - lo > 1) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    int32_t e[2];
+    if (!rd(table + 8 * (uint64_t)mid, e, sizeof e)) return false;
+    if (e[0] <= want)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  int32_t e[2];
+  if (!rd(table + 8 * (uint64_t)lo, e, sizeof e) || e[0] > want) return false;
+  uint64_t first = hdr + (uint64_t)(int64_t)e[0];
+  /* The FDE's range, when its address is pcrel sdata4 as usual: pc must
+   * lie inside it (not in a gap between functions). */
+  uint64_t fde = hdr + (uint64_t)(int64_t)e[1];
+  uint32_t f[4]; /* length, CIE pointer, first address, range */
+  if (rd(fde, f, sizeof f) && f[0] != 0xffffffffu &&
+      fde + 8 + (uint64_t)(int64_t)(int32_t)f[2] == first && pc - first >= f[3])
+    return false;
+  *start = first;
+  return true;
+}
+
+static bool read_loaded(uint64_t addr, void *out, size_t len) {
+  return addr >= PAGE && addr <= UINTPTR_MAX &&
+         cprof__safe_read((uintptr_t)addr, out, len);
+}
+
+typedef struct {
+  uintptr_t pc;
+  uint64_t hdr;
+} hdr_search;
+
+/* dl_iterate_phdr's callback: the .eh_frame_hdr of the object whose
+ * executable segment holds the pc. */
+static int hdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  hdr_search *q = arg;
+  uint64_t hdr = 0;
+  bool holds = false;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t a = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && q->pc >= a &&
+        q->pc - a < ph->p_memsz)
+      holds = true;
+    else if (ph->p_type == PT_GNU_EH_FRAME)
+      hdr = a;
+  }
+  if (!holds) return 0;
+  q->hdr = hdr;
+  return 1;
+}
+
+bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
+  const cprof__cfi_index *idx = cprof__cfi_read_begin();
+  const index_entry *e = index_lookup(idx, pc);
+  uint64_t hdr = 0, first;
+  if (e) {
+    const cfi_object *o = idx->objs[e - idx->e];
+    if (o->hdr) hdr = (uint64_t)o->base + o->hdr;
+  }
+  cprof__cfi_read_end(idx);
+  if (!e) {
+    /* No table lists it (frame-pointer mode builds none, and an object
+     * loaded since the last refresh is not listed yet): ask the loader. */
+    hdr_search q = {pc, 0};
+    dl_iterate_phdr(hdr_cb, &q);
+    hdr = q.hdr;
+  }
+  if (!cprof__eh_hdr_fde_start(hdr, pc, &first, read_loaded)) return false;
+  *start = (uintptr_t)first;
+  return true;
+}
+
 static void lock_writer(void) { spin_lock(&writer_lock); }
 
 static void unlock_writer(void) { spin_unlock(&writer_lock); }
@@ -1391,6 +1504,55 @@ typedef struct {
   uint64_t fingerprint;
 } object_desc;
 
+/* Copies n bytes of this process's memory at addr into out, page by page:
+ * through process_vm_readv, COPY_PAGES pages a call, or where that call is
+ * refused (a seccomp filter), each page proved readable by a probe before
+ * it is copied. Stops at the first page that cannot be read, and returns
+ * the bytes copied: what can be read from addr on. Never faults. */
+static size_t copy_memory(uintptr_t addr, uint8_t *out, size_t n) {
+  static atomic_int refused;
+  const uintptr_t page = PAGE;
+  size_t done = 0;
+  if (n > 0 && !atomic_load_explicit(&refused, memory_order_relaxed)) {
+    /* Nearly always all of it is readable: one call for the whole. */
+    struct iovec local = {out, n}, remote = {(void *)addr, n};
+    long got = cprof__sys6(SYS_process_vm_readv, (long)getpid(),
+                           (long)&local, 1L, (long)&remote, 1L, 0L);
+    if (got == (long)n) return n;
+  }
+  while (done < n && !atomic_load_explicit(&refused, memory_order_relaxed)) {
+    struct iovec local[COPY_PAGES], remote[COPY_PAGES];
+    size_t want = 0;
+    long nv = 0;
+    for (uintptr_t a = addr + done; nv < COPY_PAGES && done + want < n;
+         nv++) {
+      size_t len = (size_t)(((a & ~(page - 1)) + page) - a);
+      if (len > n - done - want) len = n - done - want;
+      local[nv] = (struct iovec){out + done + want, len};
+      remote[nv] = (struct iovec){(void *)a, len};
+      want += len;
+      a += len;
+    }
+    long got = cprof__sys6(SYS_process_vm_readv, (long)getpid(), (long)local,
+                           nv, (long)remote, nv, 0L);
+    if (got < 0 && got != -EFAULT) {
+      atomic_store_explicit(&refused, 1, memory_order_relaxed);
+      break;
+    }
+    if (got > 0) done += (size_t)got;
+    if (got != (long)want) return done;
+  }
+  while (done < n) {
+    uintptr_t a = addr + done;
+    size_t len = (size_t)(((a & ~(page - 1)) + page) - a);
+    if (len > n - done) len = n - done;
+    if (!cprof__stack_readable(a & ~(page - 1))) break;
+    memcpy(out + done, (const void *)a, len);
+    done += len;
+  }
+  return done;
+}
+
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const uint8_t *s = p;
   for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
@@ -1426,8 +1588,12 @@ static void describe(const struct dl_phdr_info *info, object_desc *d) {
     }
   }
   uint64_t avail;
-  const uint8_t *p = d->has_hdr ? img_span(&d->im, d->hdr, 1, &avail) : NULL;
-  if (p) h = fnv(h, p, avail < 16 ? (size_t)avail : 16);
+  uint8_t head[16];
+  if (d->has_hdr && img_span(&d->im, d->hdr, 1, &avail)) {
+    size_t n = avail < sizeof head ? (size_t)avail : sizeof head;
+    n = copy_memory(d->im.host + (uintptr_t)d->hdr, head, n);
+    h = fnv(h, head, n);
+  }
   d->fingerprint = h;
 }
 
@@ -1439,7 +1605,72 @@ typedef struct {
   unsigned long long adds, subs;
   int err;
   builder b;
+  uint8_t *copy; /* the unwind data of the object being built */
+  size_t copy_cap;
 } scan_ctx;
+
+/* The smallest copy buffer; it grows to twice what it held at least, so
+ * that a refresh maps a few at most. */
+#define COPY_MIN ((size_t)64 << 10)
+
+/* Replaces ctx->copy by a buffer of at least n bytes: a mapping whose
+ * pages are all populated by the one call (MAP_POPULATE), cheaper than
+ * the page faults of a fresh buffer; unmapped when the refresh ends. */
+static bool grow_copy(scan_ctx *ctx, size_t n) {
+  size_t cap = n < 2 * ctx->copy_cap ? 2 * ctx->copy_cap : n;
+  if (cap < COPY_MIN) cap = COPY_MIN;
+  cap = (cap + PAGE - 1) & ~(size_t)(PAGE - 1);
+  if (ctx->copy) munmap(ctx->copy, ctx->copy_cap);
+  ctx->copy = NULL;
+  ctx->copy_cap = 0;
+  void *p = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  ctx->copy = p;
+  ctx->copy_cap = cap;
+  return true;
+}
+
+/*
+ * The object's unwind data, copied out of its memory (copy_memory) into
+ * ctx->copy, and *im set to parse the copy: from .eh_frame_hdr, or from
+ * .eh_frame when it comes first, to the end of the segment holding the
+ * later of the two (linkers put both at the end of a read-only segment,
+ * so that is about all the copy holds). What cannot be read is left out:
+ * records that lie in it are dropped as malformed ones are. False when not
+ * even the header can be read, or memory ran out (ctx->err says which).
+ */
+static bool copy_unwind(scan_ctx *ctx, const object_desc *d, image *im) {
+  const image *live = &d->im;
+  uint64_t avail;
+  uint8_t h[16];
+  if (!img_span(live, d->hdr, 4, &avail)) return false;
+  size_t hn = avail < sizeof h ? (size_t)avail : sizeof h;
+  if (copy_memory(live->host + (uintptr_t)d->hdr, h, hn) != hn) return false;
+  cursor c = {h, h + hn, (uintptr_t)h - (uintptr_t)d->hdr, false};
+  uint8_t version = rd_u8(&c), eh_enc = rd_u8(&c);
+  cur_skip(&c, 2);
+  uint64_t eh = d->hdr;
+  if (version == 1 && eh_enc != DW_EH_PE_omit) {
+    uint64_t v = rd_enc(&c, eh_enc, d->hdr);
+    if (!c.bad && img_span(live, v, 1, NULL)) eh = v;
+  }
+  uint64_t lo = eh < d->hdr ? eh : d->hdr, far = eh < d->hdr ? d->hdr : eh;
+  img_span(live, far, 1, &avail);
+  uint64_t n = far - lo + avail;
+  if (n > MAX_UNWIND_COPY) n = MAX_UNWIND_COPY;
+  if (n > ctx->copy_cap && !grow_copy(ctx, (size_t)n)) {
+    ctx->err = CPROF_ENOMEM;
+    return false;
+  }
+  size_t got = copy_memory(live->host + (uintptr_t)lo, ctx->copy, (size_t)n);
+  memset(im, 0, sizeof *im);
+  im->host = (uintptr_t)ctx->copy - (uintptr_t)lo;
+  im->nsegs = 1;
+  im->segs[0].lo = lo;
+  im->segs[0].hi = lo + got;
+  return got >= hn;
+}
 
 static bool has_counters(size_t size) {
   return size >= offsetof(struct dl_phdr_info, dlpi_subs) +
@@ -1523,6 +1754,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     o->base = (uintptr_t)info->dlpi_addr;
     o->phdr = info->dlpi_phdr;
     o->fingerprint = d.fingerprint;
+    o->hdr = d.has_hdr ? d.hdr : 0;
     o->exec_lo = d.exec_lo;
     o->exec_hi = d.exec_hi;
     if (!d.has_hdr) {
@@ -1531,7 +1763,11 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
       o->status = CPROF__CFI_OBJ_LARGE;
     } else {
       int64_t t0 = cprof__mono_ns();
-      int rc = build(&ctx->b, &d.im, d.hdr, &o->table);
+      image copy;
+      int rc = copy_unwind(ctx, &d, &copy)
+                   ? build(&ctx->b, &copy, d.hdr, &o->table)
+                   : ctx->err ? ctx->err : CPROF_EINVAL;
+      ctx->err = 0;
       o->build_ns = cprof__mono_ns() - t0;
       o->fdes_bad = ctx->b.fdes_bad;
       if (rc == CPROF_ENOMEM) goto oom;
@@ -1619,6 +1855,7 @@ static int refresh_held(int64_t grace_ns) {
   ctx.old = old;
   dl_iterate_phdr(scan_cb, &ctx);
   builder_free(&ctx.b);
+  if (ctx.copy) munmap(ctx.copy, ctx.copy_cap);
   cprof__cfi_index *idx = ctx.err ? NULL : make_index(&ctx);
   drop_unlisted(&ctx);
   cprof__free(ctx.objs);

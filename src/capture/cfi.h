@@ -183,6 +183,21 @@ CPROF__HIDDEN bool cprof__cfi_code_range(const cprof__cfi_index *idx,
                                          uintptr_t pc, uintptr_t *lo,
                                          uintptr_t *hi);
 
+/* The first address of the function holding pc, from the .eh_frame_hdr of
+ * the loaded object holding it (the index's; its search table lists every
+ * FDE by its first address, one FDE a function, and stripping keeps it),
+ * read with the fault-free reader: a table that cannot be read names no
+ * start. False when there is none (no index yet, no object or no FDE
+ * covers pc). Normal context; takes no lock and opens no file. */
+CPROF__HIDDEN bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start);
+
+/* The same search over the .eh_frame_hdr at hdr, reading its bytes through
+ * rd (which returns false for bytes it cannot read): for the symbolizer,
+ * whose reads may come from a file image instead of the process. */
+CPROF__HIDDEN bool cprof__eh_hdr_fde_start(
+    uint64_t hdr, uint64_t pc, uint64_t *start,
+    bool (*rd)(uint64_t addr, void *out, size_t len));
+
 /*
  * The builder over a bounded buffer, for the fuzzer and the unit tests. img
  * holds an object's memory image with vaddr 0 at img[0]; .eh_frame_hdr

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -42,6 +43,7 @@
 #include "base/hmap.h"
 #include "encode/maps.h"
 #include "base/mem.h"
+#include "capture/cfi.h"
 #include "capture/stack.h"
 #include "encode/symbolize.h"
 #include "encode/vdso.h"
@@ -70,18 +72,20 @@
   X(v, dwarf_ranges, dwarf_ranges) \
   X(v, dwarf_siblingof, dwarf_siblingof) \
   X(v, dwarf_srclang, dwarf_srclang) \
+  X(v, dwarf_setalt, dwarf_setalt) \
   X(v, dwarf_tag, dwarf_tag) \
+  X(v, dwelf_dwarf_gnu_debugaltlink, dwelf_dwarf_gnu_debugaltlink) \
   X(v, dwelf_elf_gnu_build_id, dwelf_elf_gnu_build_id) \
   X(v, dwelf_elf_gnu_debuglink, dwelf_elf_gnu_debuglink) \
   X(v, dwfl_addrmodule, dwfl_addrmodule) \
   X(v, dwfl_begin, dwfl_begin) \
-  X(v, dwfl_build_id_find_debuginfo, dwfl_build_id_find_debuginfo) \
   X(v, dwfl_end, dwfl_end) \
   X(v, dwfl_lineinfo, dwfl_lineinfo) \
   X(v, dwfl_linux_proc_find_elf, dwfl_linux_proc_find_elf) \
   X(v, dwfl_linux_proc_report, dwfl_linux_proc_report) \
   X(v, dwfl_module_addrdie, dwfl_module_addrdie) \
   X(v, dwfl_module_build_id, dwfl_module_build_id) \
+  X(v, dwfl_module_getdwarf, dwfl_module_getdwarf) \
   X(v, dwfl_module_getelf, dwfl_module_getelf) \
   X(v, dwfl_module_getsrc, dwfl_module_getsrc) \
   X(v, dwfl_module_getsym_info, dwfl_module_getsym_info) \
@@ -139,7 +143,13 @@ static struct {
 
 static pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
 
-void cprof__sym_lock(void) { cprof__lock(&sym_mu); }
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void sym_fork_init(void);
+
+void cprof__sym_lock(void) {
+  pthread_once(&fork_once, sym_fork_init);
+  cprof__lock(&sym_mu);
+}
 void cprof__sym_unlock(void) { cprof__unlock(&sym_mu); }
 
 /* Arena: bump allocation in 64 KiB chunks, freed all at once on rebuild. */
@@ -194,30 +204,102 @@ static const char *intern_n(const char *s, size_t n) {
 static const char *intern(const char *s) { return intern_n(s, strlen(s)); }
 
 /*
+ * Files. Every file the symbolizer reads is opened here, never by libdw on
+ * its own (the Dwfl callbacks below hand it descriptors), and the same
+ * way: O_NONBLOCK, so that a FIFO or a device where a debug file is looked
+ * for cannot hold the open (and O_NONBLOCK is harmless on a regular file);
+ * O_CLOEXEC, so that a program the host execs never inherits it; and
+ * taken only when fstat says it is a regular file. An object's own path
+ * (from /proc/self/maps, where the loader resolved every link) is opened
+ * O_NOFOLLOW too; a debug file's is not, since /usr/lib/debug/.build-id
+ * is a tree of symbolic links.
+ *
+ * libelf maps what it is given (libdw's own choice, ELF_C_READ_MMAP_PRIVATE):
+ * reading debug information through read() instead would copy every
+ * section it touches into the heap, hundreds of megabytes for a large C++
+ * program. A mapped file that is truncated in place afterwards faults
+ * (SIGBUS) where its pages are gone, so each file handed to libdw is
+ * remembered with its size, and a refresh that finds one of them shorter
+ * than it was drops the session (the next opens them again). What remains
+ * is a file truncated in the middle of one profile's symbolization; libelf
+ * itself checks every section against the size it mapped.
+ */
+typedef struct watched_file {
+  struct watched_file *next;
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  const char *path; /* in the arena */
+} watched_file;
+
+static watched_file *watched; /* the session's files; under the lock */
+
+/* Opens path for reading, as above: -1 unless it is a regular file, with
+ * *st its status. */
+static int open_regular(const char *path, bool nofollow, struct stat *st) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
+                          (nofollow ? O_NOFOLLOW : 0));
+  if (fd < 0) return -1;
+  if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode)) {
+    close(fd);
+    errno = EINVAL;
+    return -1;
+  }
+  return fd;
+}
+
+/* Remembers a file handed to libdw, to notice when it shrinks. */
+static void watch_file(const char *path, const struct stat *st) {
+  watched_file *w = arena_alloc(sizeof *w);
+  const char *copy = w ? intern(path) : NULL;
+  if (!copy) return;
+  *w = (watched_file){watched, st->st_dev, st->st_ino, st->st_size, copy};
+  watched = w;
+}
+
+/* True when a file of the session is now shorter than when it was opened
+ * (the same file: a new one renamed over it leaves the old one mapped
+ * whole). */
+static bool watched_file_shrank(void) {
+  for (const watched_file *w = watched; w; w = w->next) {
+    struct stat st;
+    if (stat(w->path, &st) == 0 && st.st_dev == w->dev &&
+        st.st_ino == w->ino && st.st_size < w->size)
+      return true;
+  }
+  return false;
+}
+
+/*
  * Debug info lookup, on this machine only. libdw's standard search
  * (dwfl_standard_find_debuginfo) ends by asking a debuginfod server
  * whenever DEBUGINFOD_URLS is set, which several distributions do by
  * default; that could download hundreds of megabytes from inside the
  * profiled program. So cprof searches by itself, in the same way whether
- * the variable is set or not: the build-id tree first, through libdw's
- * dwfl_build_id_find_debuginfo (which validates what it finds and never
- * asks a server), then the .gnu_debuglink name where libdw's standard
- * search looks for it: beside the object, in its .debug directory and
- * under /usr/lib/debug, each candidate validated by build ID or, for an
- * object without one, by the link's CRC. A dwz alternate file is found by
- * its build ID here, or by libdw itself (dwarf_getalt, local files only).
+ * the variable is set or not: the build-id tree first, then the
+ * .gnu_debuglink name where libdw's standard search looks for it: beside
+ * the object, in its .debug directory and under /usr/lib/debug, each
+ * candidate validated by build ID or, for an object without one, by the
+ * link's CRC. A dwz alternate file is found by its build ID in the tree or
+ * by the path its link names, both here: libdw's own fallback for it
+ * (dwarf_getalt) would open the same paths with a blocking open.
  */
 #define DEBUG_ROOT "/usr/lib/debug"
+/* The largest debug file whose CRC is computed (it is read whole); only an
+ * object without a build ID is matched by CRC. */
+#define MAX_CRC_BYTES ((off_t)512 << 20)
 
 /* The CRC-32 of a whole file, as .gnu_debuglink records it (zlib's). */
 static bool file_crc(int fd, uint32_t *out) {
   enum { CHUNK = 64 * 1024 };
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_size > MAX_CRC_BYTES) return false;
   unsigned char *buf = cprof__malloc(CHUNK);
   if (!buf) return false;
   uLong crc = crc32(0L, Z_NULL, 0);
   off_t at = 0;
   bool ok = true;
-  for (;;) {
+  while (at < st.st_size) {
     ssize_t n = pread(fd, buf, CHUNK, at);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) ok = false;
@@ -230,28 +312,61 @@ static bool file_crc(int fd, uint32_t *out) {
   return ok;
 }
 
+/* True when the ELF file open at fd has the build ID bits[0..n). Only its
+ * notes are read (read(), not a mapping: nothing of it is kept). */
+static bool file_has_build_id(int fd, const unsigned char *bits, int n) {
+  Elf *elf = libelf.elf_begin(fd, ELF_C_READ, NULL);
+  if (!elf) return false;
+  const void *id;
+  ssize_t len = libdw.dwelf_elf_gnu_build_id(elf, &id);
+  bool same = len == n && memcmp(id, bits, (size_t)n) == 0;
+  libelf.elf_end(elf);
+  return same;
+}
+
 /* True when the file open at fd is mod's debug file: it has mod's build
  * ID when mod has one, else its CRC is crc (not checked when crc is 0). */
 static bool debug_file_matches(Dwfl_Module *mod, int fd, GElf_Word crc) {
   const unsigned char *bits;
   GElf_Addr vaddr;
   int n = libdw.dwfl_module_build_id(mod, &bits, &vaddr);
-  if (n > 0) {
-    Elf *elf = libelf.elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    if (!elf) return false;
-    const void *id;
-    ssize_t len = libdw.dwelf_elf_gnu_build_id(elf, &id);
-    bool same = len == n && memcmp(id, bits, (size_t)n) == 0;
-    libelf.elf_end(elf);
-    return same;
-  }
+  if (n > 0) return file_has_build_id(fd, bits, n);
   uint32_t got;
   return crc == 0 || (file_crc(fd, &got) && got == crc);
 }
 
-/* Opens dir/name when it exists, is not the object itself and matches
- * mod; on success *found gets a malloc'd copy of the path (libdw frees
- * it). */
+/* Hands libdw the file open at fd, found at path: *found gets a malloc'd
+ * copy of the path (libdw frees it), and the file is watched. */
+static int take_file(int fd, const char *path, const struct stat *st,
+                     char **found) {
+  if (found) *found = strdup(path); /* libdw frees it with free */
+  watch_file(path, st);
+  return fd;
+}
+
+/* The file of the build-id tree named by bits[0..n), when it exists, is a
+ * regular file (through the tree's links) and has that build ID. */
+static int open_by_build_id(const unsigned char *bits, int n, char **found) {
+  if (n < 3 || n > 64) return -1; /* libdw's own bounds */
+  char path[sizeof DEBUG_ROOT + sizeof "/.build-id/xx/" + 2 * 64 +
+            sizeof ".debug"];
+  int len = snprintf(path, sizeof path, "%s/.build-id/%02x/", DEBUG_ROOT,
+                     bits[0]);
+  for (int i = 1; i < n; i++)
+    len += snprintf(path + len, sizeof path - (size_t)len, "%02x", bits[i]);
+  snprintf(path + len, sizeof path - (size_t)len, ".debug");
+  struct stat st;
+  int fd = open_regular(path, false, &st);
+  if (fd < 0) return -1;
+  if (!file_has_build_id(fd, bits, n)) {
+    close(fd);
+    return -1;
+  }
+  return take_file(fd, path, &st, found);
+}
+
+/* Opens dir/name when it exists, is a regular file, is not the object
+ * itself and matches mod. */
 static int try_debug_file(Dwfl_Module *mod, const struct stat *main_st,
                           const char *dir, const char *sub, const char *name,
                           GElf_Word crc, char **found) {
@@ -259,17 +374,15 @@ static int try_debug_file(Dwfl_Module *mod, const struct stat *main_st,
   int len = sub ? snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name)
                 : snprintf(path, sizeof path, "%s/%s", dir, name);
   if (len <= 0 || (size_t)len >= sizeof path) return -1;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
   struct stat st;
-  if (fstat(fd, &st) != 0 || (st.st_dev == main_st->st_dev &&
-                              st.st_ino == main_st->st_ino) ||
+  int fd = open_regular(path, false, &st);
+  if (fd < 0) return -1;
+  if ((st.st_dev == main_st->st_dev && st.st_ino == main_st->st_ino) ||
       !debug_file_matches(mod, fd, crc)) {
     close(fd);
     return -1;
   }
-  if (found) *found = strdup(path); /* libdw frees it with free */
-  return fd;
+  return take_file(fd, path, &st, found);
 }
 
 /* The .gnu_debuglink search for the object at file, in libdw's order:
@@ -316,25 +429,65 @@ static int find_by_debuglink(Dwfl_Module *mod, const char *file,
   return fd;
 }
 
+/* The dwz alternate file of mod's DWARF (whose file is at file_name): by
+ * its build ID in the build-id tree, else at the path its link names
+ * (relative to the DWARF's directory), checked by build ID. When there is
+ * none, libdw is told so, with the mark its own search leaves
+ * (dwarf_getalt: "looked, none"), so that it never looks by itself. */
+static int find_altfile(Dwfl_Module *mod, const char *file_name,
+                        char **found) {
+  Dwarf_Addr bias;
+  Dwarf *dw = libdw.dwfl_module_getdwarf(mod, &bias);
+  const char *altname;
+  const void *id;
+  ssize_t n = dw ? libdw.dwelf_dwarf_gnu_debugaltlink(dw, &altname, &id) : -1;
+  int fd = -1;
+  if (n > 0 && n <= 64) {
+    fd = open_by_build_id(id, (int)n, found);
+    const char *slash = file_name ? strrchr(file_name, '/') : NULL;
+    char path[4096];
+    int len = altname[0] == '/'
+                  ? snprintf(path, sizeof path, "%s", altname)
+              : slash ? snprintf(path, sizeof path, "%.*s/%s",
+                                 (int)(slash - file_name), file_name, altname)
+                      : -1;
+    struct stat st;
+    if (fd < 0 && len > 0 && (size_t)len < sizeof path &&
+        (fd = open_regular(path, false, &st)) >= 0) {
+      if (file_has_build_id(fd, id, (int)n)) {
+        take_file(fd, path, &st, found);
+      } else {
+        close(fd);
+        fd = -1;
+      }
+    }
+  }
+  if (fd < 0 && dw) libdw.dwarf_setalt(dw, (Dwarf *)UINTPTR_MAX);
+  return fd;
+}
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata,
                           const char *modname, GElf_Addr base,
                           const char *file_name, const char *debuglink_file,
                           GElf_Word debuglink_crc,
                           char **debuginfo_file_name) {
-  int fd = libdw.dwfl_build_id_find_debuginfo(
-      mod, userdata, modname, base, file_name, debuglink_file, debuglink_crc,
-      debuginfo_file_name);
-  if (fd >= 0 || !file_name) return fd;
+  (void)userdata;
+  (void)modname;
+  (void)base;
   /* libdw asks again for a dwz alternate file, naming it as the link; the
-   * object's own link tells the two requests apart. The build-id lookup
-   * above was the alternate file's; libdw tries its path itself. */
+   * object's own link tells the two requests apart. */
   GElf_Addr bias;
   GElf_Word own_crc = 0;
   Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
   const char *own = elf ? libdw.dwelf_elf_gnu_debuglink(elf, &own_crc) : NULL;
   if (debuglink_file && (!own || strcmp(own, debuglink_file) != 0 ||
                          own_crc != debuglink_crc))
-    return -1;
+    return find_altfile(mod, file_name, debuginfo_file_name);
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int nbits = libdw.dwfl_module_build_id(mod, &bits, &vaddr);
+  int fd = nbits > 0 ? open_by_build_id(bits, nbits, debuginfo_file_name) : -1;
+  if (fd >= 0 || !file_name) return fd;
   fd = find_by_debuglink(mod, file_name, debuglink_file, debuglink_crc,
                          debuginfo_file_name);
   if (fd < 0) {
@@ -348,8 +501,34 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata,
   return fd;
 }
 
-/* find_elf is libdw's own, filled in when libdw loads (load_libdw). */
-static Dwfl_Callbacks callbacks = {.find_debuginfo = find_debuginfo};
+/* The ELF file of a module: an object the process mapped, opened as every
+ * file here (open_regular, O_NOFOLLOW: its path in the maps has no link
+ * left) and given to libdw as an Elf, so libdw opens nothing itself. The
+ * vDSO and a mapping whose file is deleted are read from the process's
+ * memory, by libdw's own callback (through /proc/PID/mem). */
+static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
+                    Dwarf_Addr base, char **file_name, Elf **elfp) {
+  static const char deleted[] = " (deleted)";
+  size_t len = strlen(modname);
+  if (modname[0] != '/' ||
+      (len > sizeof deleted - 1 &&
+       strcmp(modname + len - (sizeof deleted - 1), deleted) == 0))
+    return libdw.dwfl_linux_proc_find_elf(mod, userdata, modname, base,
+                                          file_name, elfp);
+  struct stat st;
+  int fd = open_regular(modname, true, &st);
+  if (fd < 0) return -1;
+  Elf *elf = libelf.elf_begin(fd, ELF_C_READ_MMAP_PRIVATE, NULL);
+  if (!elf) {
+    close(fd);
+    return -1;
+  }
+  *elfp = elf;
+  return take_file(fd, modname, &st, file_name);
+}
+
+static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
+                                         .find_debuginfo = find_debuginfo};
 
 /* Loads libdw and libelf on the first call; later calls return the first
  * answer. A failure is reported once, on stderr, and symbolization stays
@@ -362,10 +541,7 @@ static bool load_libdw(void) {
     failed = &libdw_lib;
   else if (cprof__dynload(&libelf_lib) != 0)
     failed = &libelf_lib;
-  if (!failed) {
-    callbacks.find_elf = libdw.dwfl_linux_proc_find_elf;
-    return true;
-  }
+  if (!failed) return true;
   if (!warned) {
     warned = true;
     cprof__warn("symbolize: %s; profiles will have addresses but no function "
@@ -464,6 +640,7 @@ static void drop_state(void) {
   cprof__hmap_free(&S.cache);
   cprof__hmap_free(&S.strings);
   arena_free();
+  watched = NULL;
   S.modsyms = NULL;
   S.maps = NULL;
   S.nmaps = 0;
@@ -557,6 +734,49 @@ static int loader_counts_cb(struct dl_phdr_info *info, size_t size,
 static int64_t refreshed_ns;
 static unsigned long long refreshed_counts[2];
 
+/* Fork. A fork child inherits the symbolizer as it is, every name and
+ * debug file it has read (so a child's profile costs what a warm one
+ * costs), provided no thread was inside it: fork takes the lock, waiting
+ * at most FORK_WAIT_MS for a lookup in progress, and hands it over to the
+ * child. When another thread held it longer (reading an object's debug
+ * information), the state (and libdw's) may be half changed: the child
+ * abandons it, unfreed, and starts afresh, with a lock nobody holds. */
+#define FORK_WAIT_MS 50
+static bool held_at_fork;
+
+static void sym_before_fork(void) {
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += FORK_WAIT_MS * 1000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  held_at_fork = ((int (*)(pthread_mutex_t *, const struct timespec *))
+                      cprof__real(CPROF__F_MUTEX_TIMEDLOCK))(&sym_mu,
+                                                             &until) == 0;
+}
+
+static void sym_parent_after_fork(void) {
+  if (held_at_fork) cprof__unlock(&sym_mu);
+}
+
+static void sym_child_after_fork(void) {
+  if (held_at_fork) {
+    cprof__unlock(&sym_mu);
+    return;
+  }
+  pthread_mutex_init(&sym_mu, NULL);
+  memset(&S, 0, sizeof S);
+  watched = NULL;
+  refreshed_ns = 0;
+}
+
+static void sym_fork_init(void) {
+  pthread_atfork(sym_before_fork, sym_parent_after_fork,
+                 sym_child_after_fork);
+}
+
 /* Rereads the maps at most every REFRESH_NS while the loader has loaded
  * and unloaded nothing: the objects a profile names come and go through
  * the loader (dlopen, dlclose), whose counts say so at once, and anything
@@ -569,7 +789,10 @@ int cprof__sym_refresh(void) {
   dl_iterate_phdr(loader_counts_cb, counts);
   cprof__guard_exit();
   int64_t now = cprof__mono_ns();
-  if (S.ready && S.signature.len && S.cache.len <= CACHE_MAX &&
+  /* A file libdw maps that shrank would fault where its pages are gone:
+   * the session is dropped before anything reads it again. */
+  bool shrank = S.dwfl && watched_file_shrank();
+  if (S.ready && S.signature.len && S.cache.len <= CACHE_MAX && !shrank &&
       counts[0] == refreshed_counts[0] && counts[1] == refreshed_counts[1] &&
       now - refreshed_ns < REFRESH_NS)
     return 0;
@@ -581,7 +804,8 @@ int cprof__sym_refresh(void) {
   cprof_buf sig = {0};
   int err = current_signature(&sig, &text, &len);
   if (err) return err;
-  if (S.ready && S.cache.len <= CACHE_MAX && same_signature(&sig, &S.signature))
+  if (S.ready && S.cache.len <= CACHE_MAX && !shrank &&
+      same_signature(&sig, &S.signature))
     goto out;
 
   drop_state();
@@ -871,43 +1095,7 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
     if (libelf.gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
       hdr = bias + ph.p_vaddr;
   }
-  unsigned char h[4];
-  if (!hdr || !read_mem(hdr, h, sizeof h) || h[0] != 1) return false;
-  size_t ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
-                    : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
-                        ? 8
-                        : 0;
-  uint32_t count;
-  if (!ptr_size || h[2] != 0x03 || h[3] != 0x3b ||
-      !read_mem(hdr + 4 + ptr_size, &count, sizeof count) || count == 0)
-    return false;
-  uint64_t table = hdr + 4 + ptr_size + 4;
-  /* The last entry whose first address is at or below pc. */
-  int64_t want = (int64_t)(pc - hdr);
-  uint32_t lo = 0, hi = count;
-  while (hi - lo > 1) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    int32_t e[2];
-    if (!read_mem(table + 8 * (uint64_t)mid, e, sizeof e)) return false;
-    if (e[0] <= want)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  int32_t e[2];
-  if (!read_mem(table + 8 * (uint64_t)lo, e, sizeof e) || e[0] > want)
-    return false;
-  uint64_t first = hdr + (uint64_t)(int64_t)e[0];
-  /* The FDE's range, when its address is pcrel sdata4 as usual: pc must
-   * lie inside it (not in a gap between functions). */
-  uint64_t fde = hdr + (uint64_t)(int64_t)e[1];
-  uint32_t f[4]; /* length, CIE pointer, first address, range */
-  if (read_mem(fde, f, sizeof f) && f[0] != 0xffffffffu &&
-      fde + 8 + (uint64_t)(int64_t)(int32_t)f[2] == first &&
-      pc - first >= f[3])
-    return false;
-  *start = first;
-  return true;
+  return cprof__eh_hdr_fde_start(hdr, pc, start, read_mem);
 }
 
 /* The GOT slot a PLT stub at addr jumps through (declared here, defined

@@ -24,7 +24,11 @@
  * preserves errno. It is never installed over a handler the application
  * set for the same signal. Everything else runs in normal context under
  * collect_lock, which fork also takes, so a child never inherits a
- * collection in progress.
+ * collection in progress. So nothing under collect_lock may wait on a
+ * file: a collection never calls the symbolizer (which opens objects and
+ * debug files); the few function starts it needs come from the loaded
+ * objects' .eh_frame_hdr, read with the fault-free reader
+ * (cprof__cfi_fde_start). Names are given when the profile is written.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -46,6 +50,7 @@
 #include "base/lock.h"
 #include "base/mem.h"
 #include "encode/writer.h"
+#include "capture/cfi.h"
 #include "capture/stack.h"
 #include "capture/interposers.h"
 #include "capture/stacktab.h"
@@ -112,7 +117,6 @@ static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int signo;          /* 0 until set up */
 static cprof__goroutine_stats last_stats; /* under collect_lock */
 static int64_t perf_total, signalled_total; /* under collect_lock */
-static bool sym_ready; /* the symbolizer has mappings; under collect_lock */
 /* Signals that, by the handler's reading of what they interrupted, cut a
  * system call short (see check_interrupted). */
 static _Atomic int64_t interrupted_calls;
@@ -260,31 +264,38 @@ typedef struct collection {
   bool sampler; /* the wall profile's: states as of the first look */
   int64_t wait_ns; /* how long running threads' answers are waited for */
   pid_t pid;       /* the process's, which is its main thread's tid */
+  struct start_memo {
+    uintptr_t pc, start;
+  } *starts; /* START_MEMO function starts looked up, by pc; may be NULL */
 } collection;
+
+#define START_MEMO 1024
+
+/* The first address of the function holding pc, or 0: from its object's
+ * .eh_frame_hdr, read from memory (no file, no lock), remembered for the
+ * rest of the collection, whose stacks share most of their frames. */
+static uintptr_t func_start(collection *c, uintptr_t pc) {
+  struct start_memo *m =
+      c->starts ? &c->starts[(pc ^ (pc >> 12)) % START_MEMO] : NULL;
+  if (m && m->pc == pc) return m->start;
+  uintptr_t start;
+  if (!cprof__cfi_fde_start(pc, &start)) start = 0;
+  if (m) *m = (struct start_memo){pc, start};
+  return start;
+}
 
 /* Leaves out the frames of cprof's own interposers (a thread waiting on a
  * mutex shows libc's pthread_mutex_lock and the application's caller, not
- * cprof's wrapper in between). Symbolizer lock held. */
-static size_t drop_interposers(uintptr_t *pcs, size_t n) {
+ * cprof's wrapper in between). */
+static size_t drop_interposers(collection *c, uintptr_t *pcs, size_t n) {
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) {
-    const cprof__sym_result *r = pcs[i] > CPROF__PC_SYNTHETIC_MAX
-                                     ? cprof__sym_lookup(pcs[i])
-                                     : NULL;
-    if (r && r->nframes > 0 && kept + 1 < n &&
-        cprof__is_interposer(r->frames[r->nframes - 1].start))
-      continue;
+    uintptr_t fs =
+        pcs[i] > CPROF__PC_SYNTHETIC_MAX ? func_start(c, pcs[i]) : 0;
+    if (fs && kept + 1 < n && cprof__is_interposer(fs)) continue;
     pcs[kept++] = pcs[i];
   }
   return kept;
-}
-
-/* The first address of the function holding pc, from the symbolizer
- * (whose lock the collection holds), or 0. */
-static uintptr_t func_start(uintptr_t pc) {
-  const cprof__sym_result *r = cprof__sym_lookup(pc);
-  return r && r->nframes > 0 ? (uintptr_t)r->frames[r->nframes - 1].start
-                             : 0;
 }
 
 /* Whether the thread whose stack this is is left out: one of cprof's own,
@@ -293,7 +304,7 @@ static uintptr_t func_start(uintptr_t pc) {
  * none of the program's code yet): one other than the main thread started
  * less than CPROF__SCAN_SETTLE_MS ago or not yet run on a CPU, or one with
  * a frame of the trampoline's on its stack. A thread on its way out stays
- * in the table, marked exiting. Symbolizer lock held. */
+ * in the table, marked exiting. */
 static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
                      size_t n) {
   uint32_t sid;
@@ -315,7 +326,7 @@ static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
   uintptr_t b = cprof__threads_spawn_function();
   for (size_t i = 0; i < n; i++) {
     if (pcs[i] <= CPROF__PC_SYNTHETIC_MAX) continue;
-    uintptr_t fs = func_start(pcs[i]);
+    uintptr_t fs = func_start(c, pcs[i]);
     if (fs && (fs == a || fs == b)) return true;
   }
   return false;
@@ -333,7 +344,7 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
                                 : (uintptr_t)cprof_thread_did_not_answer;
     n = 1;
   }
-  n = drop_interposers(pcs, n);
+  n = drop_interposers(c, pcs, n);
   const int64_t v[4] = {1, state, how, nr + 1};
   return cprof__records_add(c->out, cprof__stacktab_intern(pcs, n),
                             (uint32_t)tid, v, 4);
@@ -342,7 +353,8 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
 /* Walks a stack that is not this thread's through copy; a second time
  * when the first walk came to a frame whose record it must search for
  * (want_pc), now knowing where that function starts (the copy is kept). */
-static size_t walk_other(uintptr_t pc, uintptr_t sp, uintptr_t fp,
+static size_t walk_other(collection *c, uintptr_t pc, uintptr_t sp,
+                         uintptr_t fp,
                          int after_syscall, cprof__stack_copy *copy,
                          uintptr_t *pcs) {
   /* The first pass stops where a frame record would be searched for
@@ -353,7 +365,7 @@ static size_t walk_other(uintptr_t pc, uintptr_t sp, uintptr_t fp,
                                       CPROF__STACK_BUF);
   copy->first_pass = 0;
   if (copy->want_pc) {
-    copy->fs = func_start(copy->want_pc);
+    copy->fs = func_start(c, copy->want_pc);
     copy->fs_pc = copy->fs ? copy->want_pc : 0;
     n = cprof__stack_walk_remote(pc, sp, fp, after_syscall, copy, pcs,
                                  CPROF__STACK_BUF);
@@ -368,7 +380,7 @@ static int read_thread(collection *c, pid_t tid, const cprof__task *t,
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {c->copy, t->sp, 0, c->copy ? STACK_COPY : 0,
                             c->calls, 0, 0, 0, 0};
-  size_t n = walk_other(t->pc, t->sp, 0, t->nr >= 0, &copy, pcs);
+  size_t n = walk_other(c, t->pc, t->sp, 0, t->nr >= 0, &copy, pcs);
   return add_record(c, tid, pcs, n, state, GOT_READ, nr);
 }
 
@@ -379,7 +391,7 @@ static int sampled_thread(collection *c, pid_t tid, const cprof__task_regs *r,
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {(void *)r->stack, r->sp, r->stack_len,
                             r->stack_len, c->calls, 0, 0, 0, 0};
-  size_t n = walk_other(r->pc, r->sp, r->fp, 0, &copy, pcs);
+  size_t n = walk_other(c, r->pc, r->sp, r->fp, 0, &copy, pcs);
   c->st.perf_answered++;
   return add_record(c, tid, pcs, n, state, GOT_ANSWER, -1);
 }
@@ -664,23 +676,16 @@ static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   c.dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   c.copy = cprof__malloc(STACK_COPY);
   c.calls = cprof__calloc(1, sizeof *c.calls);
+  c.starts = cprof__calloc(START_MEMO, sizeof *c.starts);
   int err = c.dirfd < 0 ? CPROF_ESYS : list_threads(&tids, &ntids);
   pid_t self = gettid_raw();
-  /* The lookups here only recognise cprof's own interposers, whose code
-   * never moves: the mappings are read once, not at every collection
-   * (the writer rereads them for the names it prints). */
-  cprof__sym_lock();
-  if (!sym_ready) {
-    cprof__sym_refresh();
-    sym_ready = true;
-  }
   for (size_t i = 0; !err && i < ntids; i++)
     err = one_thread(&c, tids[i], self);
   if (!err && c.npending) err = ask_pending(&c);
-  cprof__sym_unlock();
   if (c.dirfd >= 0) close(c.dirfd);
   cprof__free(c.copy);
   cprof__free(c.calls);
+  cprof__free(c.starts);
   c.st.total_ns = cprof__mono_ns() - t0;
   c.st.interrupted = atomic_load(&interrupted_calls);
   perf_total += c.st.perf;
