@@ -1,6 +1,7 @@
 /* Loading optional libraries on first use (dynload.h). */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -10,6 +11,34 @@
 #include "base/lock.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Fork: a child must not inherit the lock held by a thread that does not
+ * exist there (one in the middle of a dlopen). Fork takes it when it is
+ * free, without waiting, and hands it over; otherwise the child gets a
+ * free lock, and a library whose loading had not finished is loaded again
+ * there when first used. */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static bool held_at_fork;
+
+static void before_fork(void) {
+  held_at_fork = ((int (*)(pthread_mutex_t *))cprof__real(
+                     CPROF__F_MUTEX_TRYLOCK))(&lock) == 0;
+}
+
+static void parent_after_fork(void) {
+  if (held_at_fork) cprof__unlock(&lock);
+}
+
+static void child_after_fork(void) {
+  if (held_at_fork)
+    cprof__unlock(&lock);
+  else
+    pthread_mutex_init(&lock, NULL);
+}
+
+static void fork_init(void) {
+  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+}
 
 static int load(cprof__dynlib *lib) {
   void *h = NULL;
@@ -41,6 +70,7 @@ static int load(cprof__dynlib *lib) {
 int cprof__dynload(cprof__dynlib *lib) {
   /* dlopen runs the library's constructors, which allocate: none of that
    * is the application's. */
+  pthread_once(&fork_once, fork_init);
   cprof__guard_enter();
   cprof__lock(&lock);
   if (lib->state == 0) lib->state = load(lib) == 0 ? 1 : -1;

@@ -32,8 +32,10 @@
  * they do nothing but exit.
  *
  * Fork. A fork child keeps dumping: its atfork handler starts a dumper of
- * its own, the CPU profile carries on in it from zero (cpu.c), and its
- * blocks carry its own pid. It holds no descriptor on the stderr it
+ * its own and windows of its own (the CPU profile from zero at the fork),
+ * and its blocks carry its own pid. It inherits the symbolizer's state
+ * (encode/symbolize.c); so that there is something to inherit, the
+ * parent's dumper names the recorded stacks after a fork (warm_symbols). It holds no descriptor on the stderr it
  * inherited (a daemon that closes its standard descriptors must not keep
  * its starter's pipe open): it writes to fd 2 while fd 2 is the same file.
  * A child that tries to exec is being replaced and no longer dumps. The
@@ -84,6 +86,9 @@
 #include "base/mem.h"
 #include "base/sig.h"
 #include "base/text.h"
+#include "base/hmap.h"
+#include "capture/stacktab.h"
+#include "encode/symbolize.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
 #include "source/threads.h"
@@ -98,6 +103,13 @@
 /* cprof's own descriptors are moved at or above this number, out of the
  * way of programs that expect low numbers to be free. */
 #define PRIVATE_FD_MIN 100
+/* After a fork, the parent's dumper resolves the addresses of the stacks
+ * recorded so far, at most this many distinct ones (half the symbolizer's
+ * cache, which starts over beyond it), and again after a later fork only
+ * when new stacks were recorded and not within WARM_INTERVAL_MS of the
+ * last time. */
+#define WARM_MAX_PCS 16384
+#define WARM_INTERVAL_MS 1000
 
 static const int dump_signals[] = {SIGTERM, SIGINT, SIGUSR1};
 
@@ -106,6 +118,11 @@ static cprof__dump_spec spec;
 /* The windows of the windowed profiles the spec lists (cpu), by item;
  * under dump_lock. */
 static void *windows[CPROF__DUMP_MAX_ITEMS];
+/* In a fork child, the parent's handles: never used (their profiles
+ * released them at the fork), but one the parent's dumper had in hand
+ * (stopped, being written) is still allocated in the child's copy of the
+ * memory, and stays referenced here rather than lost. */
+static void *parent_windows[CPROF__DUMP_MAX_ITEMS];
 static unsigned long long seq; /* dumps written, for the Seq header */
 static atomic_bool configured;
 static atomic_bool terminating; /* the final dump (signal or exit) began */
@@ -125,6 +142,7 @@ static _Atomic int term_sig; /* the first terminating signal, or 0 */
 static atomic_bool exit_pending; /* _exit asked for the final dump */
 static _Atomic int final_done;
 static _Atomic pid_t final_tid; /* the thread writing the final dump */
+static atomic_bool warm_pending; /* this process forked: warm the symbolizer */
 
 /* Where dumps go. */
 typedef struct dump_out {
@@ -387,8 +405,11 @@ static int write_block(dump_out *o, const char *name, int debug,
   return err;
 }
 
-/* Starts item i's window for dumps, which follows the process into its
- * fork children; dump_lock held or not yet shared. */
+/* Starts item i's window for dumps; dump_lock held or not yet shared. A
+ * window stays in the process that started it: a fork child starts its
+ * own (child_after_fork), so that what the parent's dumper was doing with
+ * its windows at the fork (one stopped, its successor not yet started)
+ * never reaches the child. */
 static void start_window(size_t i) {
   const cprof__profile_def *def = cprof__profile_find(spec.items[i].name);
   long long rate = spec.items[i].has_rate ? spec.items[i].rate : 0;
@@ -396,8 +417,6 @@ static void start_window(size_t i) {
   if (err) {
     windows[i] = NULL;
     cprof__warn("%s profile for dumps: %s", def->name, cprof_strerror(err));
-  } else if (def->window->follow_forks) {
-    def->window->follow_forks(windows[i]);
   }
 }
 
@@ -551,6 +570,63 @@ static bool dying(void) {
   return idx >= 0 && !cprof__sig_is_function(&previous[idx]);
 }
 
+/* True when a dump was asked for, or the process is ending: the warm-up
+ * gives way. */
+static bool dump_wanted(void) {
+  return atomic_load(&usr1_pending) || atomic_load(&term_sig) ||
+         atomic_load(&exit_pending) || atomic_load(&terminating);
+}
+
+/* After a fork: resolves the addresses of every stack recorded so far
+ * (the symbolizer reads the objects' debug information on the way), so
+ * that the children forked from now on inherit it in their copy of this
+ * process's memory, and their dumps, like this process's own next one,
+ * find their names already read. Dumper thread only; a dump asked for
+ * meanwhile goes first. */
+static void warm_symbols(void) {
+  static int64_t last_ns;
+  static size_t last_size;
+  size_t size = cprof__stacktab_size();
+  int64_t now = cprof__mono_ns();
+  if (size == last_size ||
+      (last_ns && now - last_ns < WARM_INTERVAL_MS * 1000000LL))
+    return;
+  last_ns = now;
+  last_size = size;
+  cprof__hmap seen = {0};
+  bool fresh = true;
+  /* An id is a slot of the table; a stack once counted stays, so the walk
+   * ends at the last of the first `size` it finds. */
+  size_t found = 0;
+  for (cprof__stack_id id = 2; found < size && !dump_wanted() &&
+                               seen.len < WARM_MAX_PCS;
+       id++) {
+    const uintptr_t *pcs;
+    size_t n = cprof__stacktab_get(id, &pcs);
+    if (n == 0) continue;
+    found++;
+    cprof__sym_lock();
+    if (fresh && cprof__sym_refresh() != 0) {
+      cprof__sym_unlock();
+      break;
+    }
+    if (fresh) {
+      /* cprof's own object too: a dump runs long enough to be in the CPU
+       * profile it writes (the exit dump, on the program's thread). */
+      cprof__sym_lookup((uintptr_t)warm_symbols);
+      fresh = false;
+    }
+    for (size_t j = 0; j < n && seen.len < WARM_MAX_PCS; j++) {
+      uint64_t v;
+      if (pcs[j] == 0 || cprof__hmap_get(&seen, pcs[j], &v)) continue;
+      if (cprof__hmap_put(&seen, pcs[j], 1) != 0) break;
+      cprof__sym_lookup(pcs[j]);
+    }
+    cprof__sym_unlock();
+  }
+  cprof__hmap_free(&seen);
+}
+
 static void *dumper_main(void *arg) {
   (void)arg;
   /* From 0, where wake_word starts: a signal that came before this thread
@@ -573,6 +649,7 @@ static void *dumper_main(void *arg) {
       dump_all("SIGUSR1", true);
       cprof__unlock(&dump_lock);
     }
+    if (atomic_exchange(&warm_pending, false)) warm_symbols();
   }
   return NULL;
 }
@@ -630,6 +707,15 @@ static void uninstall_signals(void) {
     if (installed[i]) sigaction(dump_signals[i], &previous[i], NULL);
 }
 
+/* Ends the dump windows without writing them. */
+static void stop_windows(void) {
+  for (size_t i = 0; i < spec.n; i++) {
+    const cprof__profile_def *d = cprof__profile_find(spec.items[i].name);
+    if (d && d->window && windows[i]) d->window->stop(windows[i], NULL);
+    windows[i] = NULL;
+  }
+}
+
 static void child_after_fork(void) {
   /* The child dumps as its parent does, from a fresh state: its own
    * dumper (the parent's does not exist here), its own Seq count, no
@@ -650,6 +736,15 @@ static void child_after_fork(void) {
    * (a daemon's starter waits for the end of that pipe): stderr is fd 2
    * while it is the same file, a FIFO is opened again at each dump. */
   cprof__warn_redirect(-1);
+  atomic_store(&warm_pending, false);
+  /* The parent's windows are not the child's (their profiles released
+   * them here): the child's own start at the fork, as its profiles do. */
+  for (size_t i = 0; i < spec.n; i++) {
+    const cprof__profile_def *d = cprof__profile_find(spec.items[i].name);
+    parent_windows[i] = windows[i];
+    windows[i] = NULL;
+    if (d && d->window) start_window(i);
+  }
   if (err_out.fd >= 0) {
     close(err_out.fd);
     err_out.fd = -1;
@@ -665,9 +760,20 @@ static void child_after_fork(void) {
     /* Without a dumper the handlers would wait for nobody. */
     uninstall_signals();
     atomic_store(&configured, false);
+    stop_windows();
     return;
   }
   pthread_detach(t);
+}
+
+/* In the parent after a fork: the dumper warms the symbolizer for the
+ * next children (warm_symbols). Only atomics and a futex: fork may be
+ * called from a signal handler. */
+static void parent_after_fork(void) {
+  if (!own_process() || atomic_load(&terminating)) return;
+  atomic_store(&warm_pending, true);
+  atomic_fetch_add(&wake_word, 1);
+  futex_wake(&wake_word);
 }
 
 void cprof__dump_exec_attempt(pid_t pid) {
@@ -774,7 +880,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
     return CPROF_ESYS;
   }
   pthread_detach(t);
-  pthread_atfork(NULL, NULL, child_after_fork);
+  pthread_atfork(NULL, parent_after_fork, child_after_fork);
   atexit(dump_at_exit);
   cprof__mark_enabled();
   return install_signals();
