@@ -123,7 +123,15 @@ int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   out->state = '?';
   out->nr = -1;
   task_file(path, sizeof path, dirfd, tid, "syscall");
-  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return -1;
+  ssize_t got = cprof__proc_read(dirfd, path, buf, sizeof buf);
+  if (got <= 0) {
+    if (got == 0 || (errno != EACCES && errno != EPERM)) return -1;
+    out->state = cprof__task_state(dirfd, tid, NULL, 0);
+    if (out->state == '?') return -1;
+    out->refused = true;
+    out->running = out->state == 'R';
+    return 0;
+  }
   parse_syscall(buf, out);
   /* The state letter costs a second file: read only where the syscall
    * file does not tell (a thread stopped outside a system call, or

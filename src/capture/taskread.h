@@ -28,12 +28,18 @@ typedef struct cprof__task {
   bool stopped;     /* stopped in the kernel: sp and pc are valid */
   long nr;          /* the system call it waits in, or -1 for none */
   uintptr_t sp, pc; /* user stack pointer and pc, when stopped */
+  bool refused;     /* the kernel refused the syscall file (a process
+                       that is not dumpable): state from stat alone */
 } cprof__task;
 
 /* Reads tid's syscall file under dirfd (an open /proc/self/task), and its
  * stat file only when the syscall file does not tell the state: a thread
  * stopped in a system call has state '?' (cprof__task_state gives it).
- * Returns 0, or -1 when the thread is gone or the file cannot be read. */
+ * When the syscall file is refused (EACCES or EPERM: the process made
+ * itself not dumpable, and the file is its owner's only while it is
+ * dumpable) the state comes from the stat file, running is set for 'R',
+ * stopped is never set, and refused is. Returns 0, or -1 when the thread
+ * is gone or neither file can be read. */
 CPROF__HIDDEN int cprof__task_read(int dirfd, pid_t tid, cprof__task *out);
 
 /* How long ago, in ms, thread tid started (its stat's starttime, in

@@ -82,6 +82,7 @@
   X(v, dwfl_end, dwfl_end) \
   X(v, dwfl_lineinfo, dwfl_lineinfo) \
   X(v, dwfl_linux_proc_find_elf, dwfl_linux_proc_find_elf) \
+  X(v, dwfl_linux_proc_maps_report, dwfl_linux_proc_maps_report) \
   X(v, dwfl_linux_proc_report, dwfl_linux_proc_report) \
   X(v, dwfl_module_addrdie, dwfl_module_addrdie) \
   X(v, dwfl_module_build_id, dwfl_module_build_id) \
@@ -679,6 +680,18 @@ static bool open_session(void) {
   if (S.dwfl) {
     libdw.dwfl_report_begin(S.dwfl);
     int rc = libdw.dwfl_linux_proc_report(S.dwfl, getpid());
+    if (rc != 0) {
+      /* A process that made itself not dumpable owns none of its /proc
+       * files that are private to their owner: /proc/PID/auxv, which
+       * dwfl_linux_proc_report reads first, is refused, while the maps
+       * file, readable by all, still tells every object. */
+      FILE *maps = fopen("/proc/self/maps", "re");
+      if (maps) {
+        libdw.dwfl_report_begin(S.dwfl);
+        rc = libdw.dwfl_linux_proc_maps_report(S.dwfl, maps);
+        fclose(maps);
+      }
+    }
     if (libdw.dwfl_report_end(S.dwfl, NULL, NULL) != 0 || rc != 0) {
       libdw.dwfl_end(S.dwfl);
       S.dwfl = NULL;

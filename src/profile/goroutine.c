@@ -99,6 +99,7 @@ enum {
   GOT_BLOCKED = 2,   /* running, but it blocks the signal: not taken */
   GOT_NO_ANSWER = 3, /* running, and did not answer in time */
   GOT_READ = 4,      /* stopped in the kernel: read from /proc */
+  GOT_REFUSED = 5,   /* not running, and /proc refused its syscall file */
 };
 
 /* What ask_pending did with each pending thread, besides GOT_BLOCKED and
@@ -125,11 +126,15 @@ static _Atomic int64_t interrupted_calls;
  * whose stack could not be taken. CPROF__DISTINCT keeps them distinct functions. */
 CPROF__DISTINCT void cprof_thread_blocks_signal(void);
 CPROF__DISTINCT void cprof_thread_did_not_answer(void);
+CPROF__DISTINCT void cprof_thread_not_dumpable(void);
 CPROF__DISTINCT void cprof_thread_blocks_signal(void) {
   __asm__ volatile("" ::: "memory");
 }
 CPROF__DISTINCT void cprof_thread_did_not_answer(void) {
   __asm__ volatile("nop" ::: "memory");
+}
+CPROF__DISTINCT void cprof_thread_not_dumpable(void) {
+  __asm__ volatile("nop; nop" ::: "memory");
 }
 
 static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
@@ -339,9 +344,11 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
   if (how == GOT_ANSWER || how == GOT_SELF || how == GOT_READ)
     c->st.answered++;
   if (how == GOT_READ) c->st.read++;
-  if (how == GOT_BLOCKED || how == GOT_NO_ANSWER || n == 0) {
-    pcs[0] = how == GOT_BLOCKED ? (uintptr_t)cprof_thread_blocks_signal
-                                : (uintptr_t)cprof_thread_did_not_answer;
+  if (how == GOT_BLOCKED || how == GOT_NO_ANSWER || how == GOT_REFUSED ||
+      n == 0) {
+    pcs[0] = how == GOT_BLOCKED   ? (uintptr_t)cprof_thread_blocks_signal
+             : how == GOT_REFUSED ? (uintptr_t)cprof_thread_not_dumpable
+                                  : (uintptr_t)cprof_thread_did_not_answer;
     n = 1;
   }
   n = drop_interposers(c, pcs, n);
@@ -434,7 +441,8 @@ static int no_answer(collection *c, size_t i) {
   if (asleep(c, tid, &t))
     return c->sampler ? read_thread(c, tid, &t, state, -1)
                       : read_thread(c, tid, &t, t.state, t.nr);
-  return add_record(c, tid, pcs, 0, state, GOT_NO_ANSWER, -1);
+  return add_record(c, tid, pcs, 0, state,
+                    t.refused && !t.running ? GOT_REFUSED : GOT_NO_ANSWER, -1);
 }
 
 /* cpu_at_deadline's marks: not read yet; given up on. */
@@ -650,7 +658,16 @@ static int one_thread(collection *c, pid_t tid, pid_t self) {
   }
   if (!t.running) {
     uintptr_t pcs[CPROF__STACK_BUF];
-    return add_record(c, tid, pcs, 0, t.state, GOT_NO_ANSWER, -1);
+    if (t.refused) {
+      static atomic_flag said = ATOMIC_FLAG_INIT;
+      if (!atomic_flag_test_and_set(&said))
+        cprof__warn("goroutine: the process is not dumpable (prctl "
+                    "PR_SET_DUMPABLE 0): the kernel refuses "
+                    "/proc/self/task/*/syscall, so threads waiting in it are "
+                    "shown as cprof_thread_not_dumpable, without their stacks");
+    }
+    return add_record(c, tid, pcs, 0, t.state,
+                      t.refused ? GOT_REFUSED : GOT_NO_ANSWER, -1);
   }
   c->pending[c->npending].tid = tid;
   c->pending[c->npending].state = t.state;
