@@ -72,13 +72,19 @@ expect_match "$TMP/takeall_comments.txt" "^cprof cpu: the timers' signal: none a
 # bypasses libc, and is seen at cprof's next check (every 100 ms): up to
 # about a hundred of cprof's signals at 1000 Hz may reach the handler
 # before then.
+# Under TSan the handler runs only when the thread next enters one of its
+# interceptors, which the compute loop does not, so the program's own
+# signals coalesce there (24 and 12 of an expected 50 in suite runs):
+# only "some, and no more than its itimer sends" is asked of it.
+low=0.5
+tsan_build "$prog" && low=0.02
 for how in sigaction sigset bsd_signal raw; do
   "$prog" install "$how" 2>"$TMP/install_$how.txt" >/dev/null ||
     { cat "$TMP/install_$how.txt"; fail "install $how"; }
   read -r own theirs cpu < <(sed -nE 's/^own ([0-9]+), cprof.s ([0-9]+), cpu ([0-9.]+)$/\1 \2 \3/p' "$TMP/install_$how.txt")
   limit=0
   [ "$how" = raw ] && limit=200
-  awk -v n="$own" -v cpu="$cpu" 'BEGIN { exit !(n >= cpu * 100 * 0.5 && n <= cpu * 100 * 1.2) }' &&
+  awk -v n="$own" -v cpu="$cpu" -v low="$low" 'BEGIN { exit !(n >= cpu * 100 * low && n >= 1 && n <= cpu * 100 * 1.2) }' &&
     [ "$theirs" -le "$limit" ] ||
     fail "a handler installed with $how got $own of its own SIGPROFs and $theirs of cprof's in ${cpu}s"
   checks=$((checks + 1))
