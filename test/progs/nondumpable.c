@@ -5,11 +5,15 @@
  * unless it runs as root. Run as root, it first becomes nobody (65534),
  * which a change of user does anyway; it exits 3 if that is refused.
  *   nondumpable
- * starts three threads, two asleep (in nanosleep and in poll) and one
+ * starts three threads, two asleep (in nanosleep and in poll, a second at
+ * a time, so that the profiles, taken 0.1 s in, find them asleep) and one
  * spinning in spin_here, then writes the goroutine profile (debug=1) and
  * the threadcreate profile (debug=1) to stdout, the second after a line
- * "-- threadcreate". Exit status 0 when both were written.
+ * "-- threadcreate", and how many threads /proc/self/task lists then to
+ * stderr ("threads N": a sanitizer's runtime may have one of its own).
+ * Exit status 0 when both were written.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,7 +33,7 @@ __attribute__((noinline)) static void *sleep_here(void *arg) {
   (void)arg;
   atomic_fetch_add(&started, 1);
   while (!atomic_load(&stop)) {
-    struct timespec ts = {0, 20 * 1000 * 1000};
+    struct timespec ts = {1, 0};
     nanosleep(&ts, NULL);
   }
   return NULL;
@@ -38,7 +42,7 @@ __attribute__((noinline)) static void *sleep_here(void *arg) {
 __attribute__((noinline)) static void *poll_here(void *arg) {
   (void)arg;
   atomic_fetch_add(&started, 1);
-  while (!atomic_load(&stop)) poll(NULL, 0, 20);
+  while (!atomic_load(&stop)) poll(NULL, 0, 1000);
   return NULL;
 }
 
@@ -72,6 +76,12 @@ int main(void) {
     if (pthread_create(&t[i], NULL, fns[i], NULL) != 0) return 1;
   while (atomic_load(&started) < 3) usleep(1000);
   usleep(100 * 1000);
+  int threads = 0;
+  DIR *d = opendir("/proc/self/task");
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (e->d_name[0] != '.') threads++;
+  if (d) closedir(d);
+  fprintf(stderr, "threads %d\n", threads);
   int err = write_profile("goroutine");
   fflush(stdout);
   printf("-- threadcreate\n");
