@@ -106,8 +106,8 @@ stage_check() {
 #             try perf events there either;
 #   ulimit-v  address space limited to what go tool pprof, the tests'
 #             reader, needs here (measured first, in 64 MiB steps) plus
-#             the 133.3 MiB cprof may take at most (5.3 MiB at load and
-#             128 MiB of tables, docs/heap.md#address-space).
+#             the 96 MiB cprof may take at most with every feature on
+#             (docs/heap.md#address-space).
 stage_matrix() {
   echo "== stage: matrix of hostile environments, tests matching '${AREA:-.*}'"
   configure_build "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo
