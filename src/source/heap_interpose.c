@@ -1280,26 +1280,25 @@ sampled_aligned(void *p, size_t n) {
   return p;
 }
 
+/* posix_memalign served by alloc (cprof's own heap, or the bootstrap
+ * arena), with its checks and results and errno left as it was. */
+NO_SAN ALLOC_TEXT static int posix_memalign_from(void *(*alloc)(size_t, size_t),
+                                                 void **out, size_t align, size_t n) {
+  if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
+  int saved = errno;
+  void *p = alloc(align, n);
+  errno = saved;
+  if (!p) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
 NO_SAN ALLOC_TEXT CPROF_EXPORT int posix_memalign(void **out, size_t align, size_t n) {
-  if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__guarded())) {
-    if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
-    int saved = errno;
-    void *p = cprof__own_memalign(align, n);
-    errno = saved;
-    if (!p) return ENOMEM;
-    *out = p;
-    return 0;
-  }
+  if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__guarded()))
+    return posix_memalign_from(cprof__own_memalign, out, align, n);
   posix_memalign_fn f = CPROF__ALLOC_GET(posix_memalign);
-  if (CPROF__UNLIKELY(!f)) {
-    if (!valid_alignment(align) || align % sizeof(void *) != 0) return EINVAL;
-    int saved = errno;
-    void *p = cprof__arena_alloc(align, n);
-    errno = saved;
-    if (!p) return ENOMEM;
-    *out = p;
-    return 0;
-  }
+  if (CPROF__UNLIKELY(!f))
+    return posix_memalign_from(cprof__arena_alloc, out, align, n);
   int rc = f(out, align, n);
   if (rc == 0) *out = sampled_aligned(*out, n);
   return rc;
