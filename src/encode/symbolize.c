@@ -787,6 +787,8 @@ static void sym_child_after_fork(void) {
   static watched_file *abandoned_watched __attribute__((used));
   abandoned_state = S;
   abandoned_watched = watched;
+  __asm__ volatile("" : : "r"(&abandoned_state), "r"(&abandoned_watched)
+                   : "memory");
   memset(&S, 0, sizeof S);
   watched = NULL;
   refreshed_ns = 0;
@@ -804,6 +806,14 @@ static void sym_fork_init(void) {
 #define REFRESH_NS (1000 * 1000 * 1000)
 
 int cprof__sym_refresh(void) {
+  /* libdw and libelf are loaded before the maps and the loader's counts
+   * are read: loading them changes both, and a snapshot taken before they
+   * came would make the next refresh read every debug file again. */
+  static bool libdw_tried;
+  if (!libdw_tried) {
+    libdw_tried = true;
+    (void)load_libdw();
+  }
   unsigned long long counts[2] = {0, 0};
   cprof__guard_enter();
   dl_iterate_phdr(loader_counts_cb, counts);
