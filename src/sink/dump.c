@@ -577,6 +577,15 @@ static bool dump_wanted(void) {
          atomic_load(&exit_pending) || atomic_load(&terminating);
 }
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+static void lsan_disable(void) { __lsan_disable(); }
+static void lsan_enable(void) { __lsan_enable(); }
+#else
+static void lsan_disable(void) {}
+static void lsan_enable(void) {}
+#endif
+
 /* After a fork: resolves the addresses of every stack recorded so far
  * (the symbolizer reads the objects' debug information on the way), so
  * that the children forked from now on inherit it in their copy of this
@@ -593,6 +602,10 @@ static void warm_symbols(void) {
     return;
   last_ns = now;
   last_size = size;
+  /* A fork can come while this runs (it runs because the program
+   * forked): in the child, what it was building is pointed at from no
+   * running thread. A leak checker is told to ignore what it allocates. */
+  lsan_disable();
   cprof__hmap seen = {0};
   bool fresh = true;
   /* An id is a slot of the table; a stack once counted stays, so the walk
@@ -625,6 +638,7 @@ static void warm_symbols(void) {
     cprof__sym_unlock();
   }
   cprof__hmap_free(&seen);
+  lsan_enable();
 }
 
 static void *dumper_main(void *arg) {
