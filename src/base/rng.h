@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "base/internal.h"
+#include "base/sys.h"
 
 #define CPROF__RNG_ATTR                                        \
   __attribute__((always_inline, unused,                        \
@@ -42,8 +43,13 @@ CPROF__RNG_ATTR static inline size_t cprof__hash_word(uint64_t x,
 CPROF__RNG_ATTR static inline uint64_t cprof__rng_seed(uint64_t salt) {
   static _Atomic uint64_t counter;
   uint64_t n = atomic_fetch_add_explicit(&counter, 1, memory_order_relaxed);
+  /* The system call itself, not a library's wrapper: this runs on a
+   * thread's first allocation, which can come before a sanitizer runtime
+   * has set up the thread's stack (a fork child's new thread on a stack
+   * the parent's threads left marked), where a checked wrapper would
+   * report the stack buffer as overflowed. Once per thread. */
   struct timespec ts = {0, 0};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  cprof__sys4(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0L, 0L);
   uint64_t s = cprof__mix64(
       ((uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec) ^
       cprof__mix64(n) ^ salt);
