@@ -3,7 +3,10 @@
 # through dlsym(RTLD_NEXT, "pthread_create"), as jemalloc starts its
 # background threads. The scanner finds it in /proc/self/task while the
 # CPU profile runs and arms its timer: its share of the profile's samples
-# must be within 2 points of its share of the CPU time the program's two
+# must be within 2 points, plus 3 samples' worth of the profile (a
+# thread's count is short by up to one period at each end, more while the
+# scanner has not armed the thread's timer yet: 2.6 points seen in 160
+# samples), of its share of the CPU time the program's two
 # threads used in main, as they measured it (CLOCK_THREAD_CPUTIME_ID),
 # and threadcreate counts it under "[cprof: thread started outside
 # pthread_create]"; the same share in a fork child that keeps profiling.
@@ -40,11 +43,16 @@ share() {
   [ -f "$cpu" ] || { ls "$TMP/$name"; fail "$name: no CPU profile of pid $pid"; }
   pprof -tagfocus=thread_id="$tid" -top "$cpu" >"$TMP/$name.top"
   got=$(sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p' "$TMP/$name.top")
+  # The profile's total, in ms of CPU: at cprof's default 100 Hz, 10 ms a
+  # sample.
+  total_ms=$(sed -nE 's/^Showing nodes accounting for [^,]+, [0-9.]+% of ([0-9.]+)(m?s) total$/\1 \2/p' "$TMP/$name.top" |
+    awk '{ print ($2 == "s" ? $1 * 1000 : $1) }')
+  margin=$(awk -v t="${total_ms:-0}" 'BEGIN { printf "%.2f", 2 + (t > 0 ? 3 * 10 * 100 / t : 0) }')
   want=$(awk -v t="$thread_ns" -v m="$main_ns" 'BEGIN { printf "%.2f", t * 100 / (t + m) }')
-  echo "$name: the dlsym thread: $got% of the samples, $want% of the measured CPU time"
+  echo "$name: the dlsym thread: $got% of the samples, $want% of the measured CPU time (margin $margin points)"
   [ -n "$got" ] || { cat "$TMP/$name.top"; fail "$name: no samples of thread $tid"; }
-  awk -v g="$got" -v w="$want" 'BEGIN { d = g - w; exit !(d <= 2 && d >= -2) }' ||
-    { cat "$TMP/$name.top"; fail "$name: the dlsym thread's share $got% is not within 2 points of $want%"; }
+  awk -v g="$got" -v w="$want" -v m="$margin" 'BEGIN { d = g - w; exit !(d <= m && d >= -m) }' ||
+    { cat "$TMP/$name.top"; fail "$name: the dlsym thread's share $got% is not within $margin points of $want%"; }
   checks=$((checks + 1))
   echo "ok: $name: the thread started through dlsym(RTLD_NEXT) gets its CPU share"
   expect_match "$TMP/$name.top" ' next_burn$' "$name: its samples are in next_burn"
