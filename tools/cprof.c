@@ -819,6 +819,7 @@ static const char run_help[] =
     "\n"
     "SYNOPSIS\n"
     "    cprof run [--http ADDR] [--dump SPEC] [--dump-out FILE]\n"
+    "              [--dump-signals LIST]\n"
     "              [--heap-rate N] [--cpu-hz N] [--mutex-fraction N]\n"
     "              [--block-rate NS] [--unwind MODE] [--follow-exec]\n"
     "              -- PROG [ARGS...]\n"
@@ -848,6 +849,10 @@ static const char run_help[] =
     "                         exit (CPROF_DUMP), e.g. cpu,heap=debug=1\n"
     "    --dump-out FILE      append dumps to FILE instead of stderr\n"
     "                         (CPROF_DUMP_OUT)\n"
+    "    --dump-signals LIST  the signals that dump (CPROF_DUMP_SIGNALS): none,\n"
+    "                         or a list of TERM, INT, HUP (final dump), USR1,\n"
+    "                         USR2, RTMIN+N (dump and go on); default\n"
+    "                         TERM,INT,USR1\n"
     "    --heap-rate N        heap sampling rate in bytes (CPROF_HEAP_RATE)\n"
     "    --cpu-hz N           CPU sampling rate (CPROF_CPU_HZ)\n"
     "    --mutex-fraction N   mutex profile fraction (CPROF_MUTEX_FRACTION)\n"
@@ -906,6 +911,7 @@ static int cmd_run(int argc, char **argv) {
     O_HTTP = 1,
     O_DUMP,
     O_DUMP_OUT,
+    O_DUMP_SIGNALS,
     O_HEAP,
     O_CPU,
     O_MUTEX,
@@ -917,6 +923,7 @@ static int cmd_run(int argc, char **argv) {
       {"http", required_argument, NULL, O_HTTP},
       {"dump", required_argument, NULL, O_DUMP},
       {"dump-out", required_argument, NULL, O_DUMP_OUT},
+      {"dump-signals", required_argument, NULL, O_DUMP_SIGNALS},
       {"heap-rate", required_argument, NULL, O_HEAP},
       {"cpu-hz", required_argument, NULL, O_CPU},
       {"mutex-fraction", required_argument, NULL, O_MUTEX},
@@ -927,7 +934,8 @@ static int cmd_run(int argc, char **argv) {
       {NULL, 0, NULL, 0}};
   static const char *const env_of[] = {
       [O_HTTP] = "CPROF_HTTP",           [O_DUMP] = "CPROF_DUMP",
-      [O_DUMP_OUT] = "CPROF_DUMP_OUT",   [O_HEAP] = "CPROF_HEAP_RATE",
+      [O_DUMP_OUT] = "CPROF_DUMP_OUT",   [O_DUMP_SIGNALS] = "CPROF_DUMP_SIGNALS",
+      [O_HEAP] = "CPROF_HEAP_RATE",
       [O_CPU] = "CPROF_CPU_HZ",          [O_MUTEX] = "CPROF_MUTEX_FRACTION",
       [O_BLOCK] = "CPROF_BLOCK_RATE",    [O_UNWIND] = "CPROF_UNWIND",
       [O_FOLLOW_EXEC] = "CPROF_FOLLOW_EXEC"};

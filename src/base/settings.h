@@ -21,6 +21,7 @@
   X(CPROF_FOLLOW_EXEC, "exec'd children profile themselves too")              \
   X(CPROF_DUMP, "the profiles dumped on signals and at exit")                 \
   X(CPROF_DUMP_OUT, "where dumps go instead of stderr")                       \
+  X(CPROF_DUMP_SIGNALS, "the signals that dump (none, or TERM,INT,USR1,...)") \
   X(CPROF_HTTP, "the address the /debug/pprof/ endpoint listens on")          \
   X(CPROF_HTTP_TOKEN, "the bearer token the endpoint asks for")               \
   X(CPROF_HTTP_ALLOW_REMOTE, "the endpoint may listen beyond loopback")       \

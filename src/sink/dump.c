@@ -85,12 +85,14 @@
 #include "base/lock.h"
 #include "base/mem.h"
 #include "base/sig.h"
+#include "base/sys.h"
 #include "base/text.h"
 #include "base/hmap.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
+#include "source/signals.h"
 #include "source/threads.h"
 
 /* How long a terminating signal waits for its dump before the program
@@ -111,7 +113,20 @@
 #define WARM_MAX_PCS 16384
 #define WARM_INTERVAL_MS 1000
 
-static const int dump_signals[] = {SIGTERM, SIGINT, SIGUSR1};
+/* The signals that dump (CPROF_DUMP_SIGNALS; SIGTERM, SIGINT and SIGUSR1
+ * when unset), set once when dumps are configured, before any handler is
+ * installed. SIGTERM, SIGINT and SIGHUP make the final dump; the others
+ * dump and let the program carry on. */
+#define MAX_DUMP_SIGNALS 8
+static int dump_signals[MAX_DUMP_SIGNALS] = {SIGTERM, SIGINT, SIGUSR1};
+static size_t ndump_signals = 3;
+static char dump_signal_names[MAX_DUMP_SIGNALS][16] = {"SIGTERM", "SIGINT",
+                                                       "SIGUSR1"};
+/* Dump signals whose disposition the program set itself (a bit per index
+ * of dump_signals): they are the program's now. The dumper says so once
+ * for each (lost_said). */
+static _Atomic unsigned lost_signals;
+static unsigned lost_said;
 
 static pthread_mutex_t dump_lock = PTHREAD_MUTEX_INITIALIZER;
 static cprof__dump_spec spec;
@@ -130,14 +145,17 @@ static atomic_bool terminating; /* the final dump (signal or exit) began */
  * to now (a fork child's, once its atfork handler ran). */
 static _Atomic pid_t origin_pid, self_pid;
 static atomic_bool exec_tried; /* this fork child tried to exec */
-static struct sigaction previous[CPROF__ARRAY_LEN(dump_signals)];
-static bool installed[CPROF__ARRAY_LEN(dump_signals)];
+static struct sigaction previous[MAX_DUMP_SIGNALS];
+static bool installed[MAX_DUMP_SIGNALS];
 
 /* What the handlers ask for. wake_word changes with every request and is
  * the futex the dumper sleeps on; final_done is set once the final dump is
  * over and is the futex terminating handlers wait on. */
 static _Atomic int wake_word;
-static atomic_bool usr1_pending;
+/* A dump signal that lets the program carry on asked for a dump; which
+ * one, for the blocks' reason. */
+static atomic_bool again_pending;
+static _Atomic int again_sig;
 static _Atomic int term_sig; /* the first terminating signal, or 0 */
 static atomic_bool exit_pending; /* _exit asked for the final dump */
 static _Atomic int final_done;
@@ -162,21 +180,21 @@ static bool fifo_pending;              /* out_path: a FIFO to open again */
 static bool stderr_borrowed;
 static dump_out borrowed_out = {.fd = -1};
 
-static int signal_index(int sig) {
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
+CPROF__SIGNAL_SAFE static int signal_index(int sig) {
+  for (size_t i = 0; i < ndump_signals; i++)
     if (dump_signals[i] == sig) return (int)i;
   return -1;
 }
 
 static const char *signal_name(int sig) {
-  switch (sig) {
-    case SIGTERM: return "SIGTERM";
-    case SIGINT: return "SIGINT";
-    case SIGUSR1: return "SIGUSR1";
-    default: return "exit";
-  }
+  int idx = signal_index(sig);
+  return idx >= 0 ? dump_signal_names[idx] : "exit";
 }
 
+/* True for the dump signals that end the process (the final dump). */
+CPROF__SIGNAL_SAFE static bool ends_process(int sig) {
+  return sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
+}
 
 static void futex_wait(_Atomic int *word, int val, const struct timespec *rel) {
   syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
@@ -489,8 +507,9 @@ static void final_dump(const char *reason) {
 
 /* Signal handler side: records the request and wakes the dumper. */
 static void request_dump(int sig) {
-  if (sig == SIGUSR1) {
-    atomic_store(&usr1_pending, true);
+  if (!ends_process(sig)) {
+    atomic_store(&again_sig, sig);
+    atomic_store(&again_pending, true);
   } else {
     int none = 0;
     atomic_compare_exchange_strong(&term_sig, &none, sig);
@@ -540,7 +559,7 @@ CPROF__SIGNAL_SAFE static void on_dump_signal(int sig, siginfo_t *si, void *uc) 
   int saved_errno = errno;
   int idx = signal_index(sig);
   bool live = own_process();
-  bool terminal = sig != SIGUSR1;
+  bool terminal = ends_process(sig);
   if (live) request_dump(sig);
   if (idx >= 0 && cprof__sig_is_function(&previous[idx])) {
     /* The program's own handler runs after the dump, as it would have run
@@ -573,7 +592,7 @@ static bool dying(void) {
 /* True when a dump was asked for, or the process is ending: the warm-up
  * gives way. */
 static bool dump_wanted(void) {
-  return atomic_load(&usr1_pending) || atomic_load(&term_sig) ||
+  return atomic_load(&again_pending) || atomic_load(&term_sig) ||
          atomic_load(&exit_pending) || atomic_load(&terminating);
 }
 
@@ -641,6 +660,8 @@ static void warm_symbols(void) {
   lsan_enable();
 }
 
+static void say_lost(void);
+
 static void *dumper_main(void *arg) {
   (void)arg;
   /* From 0, where wake_word starts: a signal that came before this thread
@@ -658,9 +679,10 @@ static void *dumper_main(void *arg) {
     int sig = atomic_load(&term_sig);
     if ((sig || atomic_load(&exit_pending)) && !atomic_load(&final_done))
       final_dump(sig ? signal_name(sig) : "_exit");
-    if (atomic_exchange(&usr1_pending, false) && !dying()) {
+    say_lost();
+    if (atomic_exchange(&again_pending, false) && !dying()) {
       cprof__lock(&dump_lock);
-      dump_all("SIGUSR1", true);
+      dump_all(signal_name(atomic_load(&again_sig)), true);
       cprof__unlock(&dump_lock);
     }
     if (atomic_exchange(&warm_pending, false)) warm_symbols();
@@ -677,15 +699,126 @@ static void dump_at_exit(void) {
    * finish until it returns). */
   sigset_t sigs, old;
   sigemptyset(&sigs);
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
+  for (size_t i = 0; i < ndump_signals; i++)
     sigaddset(&sigs, dump_signals[i]);
   pthread_sigmask(SIG_BLOCK, &sigs, &old);
   final_dump("exit");
   pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* The program set the disposition of dump signal sig (cprof__sig_watch):
+ * unless cprof's handler is back there (a program that saved and restored
+ * it), the signal is the program's from now on, and the dumper says so.
+ * Async-signal-safe: the disposition is read by system call. */
+CPROF__SIGNAL_SAFE static void program_took(int sig) {
+  int idx = signal_index(sig);
+  /* A terminating signal's handler puts the default back itself. */
+  if (idx < 0 || atomic_load(&term_sig) || atomic_load(&terminating)) return;
+  struct cprof__ksigaction cur;
+  if (cprof__sys4(SYS_rt_sigaction, sig, 0L, (long)&cur, 8L) != 0) return;
+  if (cur.handler == (void *)on_dump_signal) {
+    atomic_fetch_and(&lost_signals, ~(1u << idx));
+    return;
+  }
+  atomic_fetch_or(&lost_signals, 1u << idx);
+  atomic_fetch_add(&wake_word, 1);
+  futex_wake(&wake_word);
+}
+
+/* Says once, for each dump signal the program took, that it no longer
+ * dumps. Dumper thread. */
+static void say_lost(void) {
+  unsigned lost = atomic_load(&lost_signals) & ~lost_said;
+  for (size_t i = 0; i < ndump_signals; i++)
+    if (lost & (1u << i)) {
+      lost_said |= 1u << i;
+      cprof__warn("dump: the program set %s's disposition itself; %s no "
+                  "longer dumps (CPROF_DUMP_SIGNALS chooses the dump "
+                  "signals)",
+                  dump_signal_names[i], dump_signal_names[i]);
+    }
+}
+
+/* Reads CPROF_DUMP_SIGNALS: "none", or a comma-separated list of TERM,
+ * INT, HUP, USR1, USR2, RTMIN+N and RTMAX-N (each with or without SIG).
+ * A value that is not one gives one line on stderr and no dump signals
+ * (the exit dump stays). */
+static void read_dump_signals(void) {
+  const char *v = cprof__env_str("CPROF_DUMP_SIGNALS");
+  if (!v) return;
+  static const struct {
+    const char *name;
+    int sig;
+  } named[] = {{"TERM", SIGTERM}, {"INT", SIGINT},   {"HUP", SIGHUP},
+               {"USR1", SIGUSR1}, {"USR2", SIGUSR2}};
+  int sigs[MAX_DUMP_SIGNALS];
+  size_t n = 0;
+  const char *bad = NULL;
+  char tok[32];
+  if (strcmp(v, "none") != 0) {
+    for (const char *p = v;;) {
+      size_t len = strcspn(p, ",");
+      if (len == 0 || len >= sizeof tok) {
+        bad = "an empty or overlong name";
+        break;
+      }
+      memcpy(tok, p, len);
+      tok[len] = '\0';
+      const char *t = strncmp(tok, "SIG", 3) == 0 ? tok + 3 : tok;
+      int sig = 0;
+      for (size_t i = 0; i < CPROF__ARRAY_LEN(named); i++)
+        if (strcmp(t, named[i].name) == 0) sig = named[i].sig;
+      char *end = NULL;
+      if (!sig && strncmp(t, "RTMIN+", 6) == 0 && t[6] >= '0' && t[6] <= '9') {
+        long off = strtol(t + 6, &end, 10);
+        if (!*end && off <= SIGRTMAX - SIGRTMIN) sig = SIGRTMIN + (int)off;
+      } else if (!sig && strncmp(t, "RTMAX-", 6) == 0 && t[6] >= '0' &&
+                 t[6] <= '9') {
+        long off = strtol(t + 6, &end, 10);
+        if (!*end && off <= SIGRTMAX - SIGRTMIN) sig = SIGRTMAX - (int)off;
+      }
+      if (!sig) {
+        bad = "a name that is not TERM, INT, HUP, USR1, USR2, RTMIN+N or "
+              "RTMAX-N";
+        break;
+      }
+      bool dup = false;
+      for (size_t i = 0; i < n; i++) dup |= sigs[i] == sig;
+      if (!dup) {
+        if (n == MAX_DUMP_SIGNALS) {
+          bad = "more than 8 signals";
+          break;
+        }
+        sigs[n++] = sig;
+      }
+      if (!p[len]) break;
+      p += len + 1;
+    }
+  }
+  if (bad) {
+    char q[CPROF__QUOTED_SIZE];
+    cprof__warn("CPROF_DUMP_SIGNALS=%s: %s (or none); no signal dumps, the "
+                "exit dump stays",
+                cprof__quoted(q, sizeof q, v), bad);
+    n = 0;
+  }
+  ndump_signals = n;
+  for (size_t i = 0; i < n; i++) {
+    dump_signals[i] = sigs[i];
+    const char *name = NULL;
+    for (size_t j = 0; j < CPROF__ARRAY_LEN(named); j++)
+      if (named[j].sig == sigs[i]) name = named[j].name;
+    if (name)
+      snprintf(dump_signal_names[i], sizeof dump_signal_names[i], "SIG%s",
+               name);
+    else
+      snprintf(dump_signal_names[i], sizeof dump_signal_names[i],
+               "SIGRTMIN+%d", sigs[i] - SIGRTMIN);
+  }
+}
+
 static int install_signals(void) {
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++) {
+  for (size_t i = 0; i < ndump_signals; i++) {
     struct sigaction cur;
     if (sigaction(dump_signals[i], NULL, &cur) != 0) return CPROF_ESYS;
     /* An ignored signal stays ignored: installing a handler would change
@@ -706,19 +839,23 @@ static int install_signals(void) {
        * never return, so restarting means nothing to them, except under a
        * runtime that defers handlers to the end of a system call
        * (ThreadSanitizer's), where it would keep them from ever running. */
-      if (dump_signals[i] == SIGUSR1) sa.sa_flags |= SA_RESTART;
+      if (!ends_process(dump_signals[i])) sa.sa_flags |= SA_RESTART;
       sigemptyset(&sa.sa_mask);
     }
     if (sigaction(dump_signals[i], &sa, &previous[i]) != 0) return CPROF_ESYS;
     installed[i] = true;
+    cprof__sig_watch(dump_signals[i], program_took);
   }
   return 0;
 }
 
 /* Restores the signals cprof took over (dumps end in this process). */
 static void uninstall_signals(void) {
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(dump_signals); i++)
-    if (installed[i]) sigaction(dump_signals[i], &previous[i], NULL);
+  for (size_t i = 0; i < ndump_signals; i++) {
+    cprof__sig_watch(dump_signals[i], NULL);
+    bool lost = atomic_load(&lost_signals) & (1u << i);
+    if (installed[i] && !lost) sigaction(dump_signals[i], &previous[i], NULL);
+  }
 }
 
 /* Ends the dump windows without writing them. */
@@ -741,7 +878,7 @@ static void child_after_fork(void) {
   atomic_store(&terminating, false);
   atomic_store(&term_sig, 0);
   atomic_store(&exit_pending, false);
-  atomic_store(&usr1_pending, false);
+  atomic_store(&again_pending, false);
   atomic_store(&final_done, 0);
   atomic_store(&final_tid, 0);
   atomic_store(&wake_word, 0);
@@ -897,6 +1034,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   pthread_atfork(NULL, parent_after_fork, child_after_fork);
   atexit(dump_at_exit);
   cprof__mark_enabled();
+  read_dump_signals();
   return install_signals();
 }
 

@@ -357,10 +357,33 @@ static void program_takes(int sig) {
   if (o && o->taken) o->taken();
 }
 
+/* The watchers cprof__sig_watch sets, by signal. */
+static _Atomic(void (*)(int)) watchers[NSIG_MAX];
+
+void cprof__sig_watch(int sig, void (*watcher)(int sig)) {
+  if (valid(sig)) atomic_store(&watchers[sig], watcher);
+}
+
+/* The program changed sig's disposition: its watcher hears of it. */
+static void program_changed(int sig) {
+  void (*w)(int) = valid(sig) ? atomic_load(&watchers[sig]) : NULL;
+  if (w) w(sig);
+}
+
 /* The disposition interposers. */
+
+static int sigaction_call(int sig, const struct sigaction *act,
+                          struct sigaction *old);
 
 CPROF_EXPORT int sigaction(int sig, const struct sigaction *act,
                            struct sigaction *old) {
+  int rc = sigaction_call(sig, act, old);
+  if (rc == 0 && act) program_changed(sig);
+  return rc;
+}
+
+static int sigaction_call(int sig, const struct sigaction *act,
+                          struct sigaction *old) {
   sigaction_fn fn = (sigaction_fn)next(F_SIGACTION);
   if (!fn) return -1;
   if (!valid(sig)) return fn(sig, act, old);
@@ -403,7 +426,16 @@ CPROF_EXPORT int __sigaction(int sig, const struct sigaction *act,
 
 /* signal and its variants install no SA_ONSTACK handler: the owner moves,
  * the call is made, and no mask of cprof's is left on the signal. */
+static __sighandler_t handler_change(int which, int sig, __sighandler_t h);
+
 static __sighandler_t handler_call(int which, int sig, __sighandler_t h) {
+  __sighandler_t r = handler_change(which, sig, h);
+  if (r != SIG_ERR && (which != F_SIGSET || h != SIG_HOLD))
+    program_changed(sig);
+  return r;
+}
+
+static __sighandler_t handler_change(int which, int sig, __sighandler_t h) {
   signal_fn fn = (signal_fn)next(which);
   if (!fn) return SIG_ERR;
   if (!valid(sig)) return fn(sig, h);
@@ -428,7 +460,15 @@ CPROF_EXPORT __sighandler_t sigset(int sig, __sighandler_t h) {
   return handler_call(F_SIGSET, sig, h);
 }
 
+static int sigignore_call(int sig);
+
 CPROF_EXPORT int sigignore(int sig) {
+  int r = sigignore_call(sig);
+  if (r == 0) program_changed(sig);
+  return r;
+}
+
+static int sigignore_call(int sig) {
   sigignore_fn fn = (sigignore_fn)next(F_SIGIGNORE);
   if (!fn) return -1;
   if (!valid(sig)) return fn(sig);

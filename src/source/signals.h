@@ -91,6 +91,13 @@ CPROF__HIDDEN bool cprof__sig_still_ours(const cprof__sigown *o);
  * returns. Async-signal-safe. */
 CPROF__HIDDEN void cprof__sig_forward(int sig, const siginfo_t *si);
 
+/* Another part of cprof handles sig for the program (a dump signal):
+ * after each change the program makes to sig's disposition through libc
+ * (sigaction, signal and its variants, sigignore), watcher(sig) is
+ * called; NULL stops watching. The watcher must be async-signal-safe: a
+ * program may change a disposition in a signal handler. */
+CPROF__HIDDEN void cprof__sig_watch(int sig, void (*watcher)(int sig));
+
 /* Reads a signal setting: "SIGPROF"/"PROF", "SIGRTMIN+N", "SIGRTMAX-N"
  * or a number; 0 (with one line on stderr) when it is not one cprof may
  * use (a real-time signal or SIGPROF). */

@@ -23,6 +23,11 @@
  *                              coreutils do, and exits
  *   dump_host fill-usr1 N      fills its stderr pipe, then raises SIGUSR1 N
  *                              times and prints "raised N"
+ *   dump_host own-usr1 N       installs its own SIGUSR1 handler (as nginx
+ *                              does, to reopen its logs), prints "ready",
+ *                              waits until the handler ran N times (at
+ *                              most 20 s), prints "usr1 handled K" and
+ *                              exits normally
  *   dump_host storm SECONDS    a thread sends SIGUSR1 to the process for
  *                              SECONDS; then prints "storm over" and waits
  *                              in pause()
@@ -124,6 +129,28 @@ static int mode_chain(void) {
   return rc < 0 && got_term ? 0 : 3;
 }
 
+static atomic_int usr1_count;
+static void on_usr1(int sig) {
+  (void)sig;
+  usr1_count++;
+}
+
+static int mode_own_usr1(const char *count) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_usr1;
+  sa.sa_flags = SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  say("ready");
+  int want = atoi(count);
+  double end = now() + 20;
+  while (atomic_load(&usr1_count) < want && now() < end) usleep(10000);
+  printf("usr1 handled %d\n", atomic_load(&usr1_count));
+  fflush(stdout);
+  return 0;
+}
+
 static int mode_reuse_fd2(const char *path) {
   close(STDERR_FILENO);
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -195,6 +222,7 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "close-at-exit")) return mode_close_at_exit();
   if (!strcmp(m, "fill-usr1")) mode_fill_usr1(arg);
   if (!strcmp(m, "storm")) mode_storm(arg);
+  if (!strcmp(m, "own-usr1")) return mode_own_usr1(arg);
   fprintf(stderr, "usage: %s MODE [ARG] (see the source)\n", argv[0]);
   return 2;
 }

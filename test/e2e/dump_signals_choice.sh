@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Which signals dump (CPROF_DUMP_SIGNALS). Servers own signals: nginx
+# reopens its logs on SIGUSR1. Checked with test/progs/dump_host:
+#   - a program that installs its own SIGUSR1 handler keeps it: the handler
+#     runs for each signal, no SIGUSR1 dump is written, and cprof says once
+#     on stderr that SIGUSR1 no longer dumps;
+#   - CPROF_DUMP_SIGNALS=USR2 (and `cprof run --dump-signals USR2`): SIGUSR2
+#     dumps and the program carries on, its own SIGUSR1 handler untouched;
+#   - SIGRTMIN+5 named: it dumps, Reason: SIGRTMIN+5;
+#   - HUP named: a final dump, then the program dies of SIGHUP;
+#   - none: SIGUSR1 has its default action (the program dies of it, no
+#     dump), the exit dump stays;
+#   - a bad value: one quoted line, no signal dumps, the exit dump stays.
+source "$(dirname "$0")/lib.bash"
+host=$CPROF_BUILD/test/progs/dump_host
+cprof=$CPROF_BUILD/cprof
+
+wait_for() { # FILE REGEX
+  for _ in $(seq 200); do grep -Eq -- "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  fail "timed out waiting for /$2/ in $1"
+}
+reasons() { grep '^Reason: ' "$1" | sort | uniq -c | awk '{ printf "%s x%d; ", $3, $1 }'; }
+
+# ThreadSanitizer defers a handler to the end of the interrupted call; the
+# program's sleeps end every 10 ms, so every case below still works there.
+
+# 1. The program's own SIGUSR1 handler, dump signals left as they are.
+CPROF_DUMP=threadcreate CPROF_DUMP_OUT="$TMP/own.log" "$host" own-usr1 2 >"$TMP/own.out" 2>"$TMP/own.err" &
+pid=$!
+track $pid
+wait_for "$TMP/own.out" '^ready$'
+kill -USR1 $pid
+sleep 0.2
+kill -USR1 $pid
+status=0
+wait $pid || status=$?
+echo "own SIGUSR1 handler: status $status, $(cat "$TMP/own.out" | tr '\n' ' '); reasons: $(reasons "$TMP/own.log")"
+[ "$status" -eq 0 ] || { cat "$TMP/own.err"; fail "own SIGUSR1 handler: status $status"; }
+expect_match "$TMP/own.out" '^usr1 handled 2$' "the program's own SIGUSR1 handler ran for both signals"
+expect_no_match "$TMP/own.log" '^Reason: SIGUSR1$' "no SIGUSR1 dump once the program took SIGUSR1"
+expect_match "$TMP/own.log" '^Reason: exit$' "the exit dump still happens"
+lines=$(grep -c "^cprof: dump: the program set SIGUSR1's disposition itself; SIGUSR1 no longer dumps (CPROF_DUMP_SIGNALS chooses the dump signals)$" "$TMP/own.err" || true)
+echo "stderr: $(cat "$TMP/own.err")"
+[ "$lines" -eq 1 ] || fail "expected the line saying SIGUSR1 no longer dumps once, got $lines"
+checks=$((checks + 1))
+echo "ok: cprof said once that SIGUSR1 is the program's"
+
+# 2. SIGUSR2 chosen: it dumps, the program's SIGUSR1 stays its own and
+# nothing is said about it. Through cprof run's flag too.
+run_usr2() { # NAME CMD...
+  local name=$1
+  shift
+  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
+  pid=$!
+  track $pid
+  wait_for "$TMP/$name.out" '^ready$'
+  kill -USR2 $pid
+  wait_for "$TMP/$name.log" '^Reason: SIGUSR2$'
+  kill -USR1 $pid
+  status=0
+  wait $pid || status=$?
+  echo "$name: status $status, $(tr '\n' ' ' <"$TMP/$name.out"); reasons: $(reasons "$TMP/$name.log")"
+  [ "$status" -eq 0 ] || { cat "$TMP/$name.err"; fail "$name: status $status"; }
+  expect_match "$TMP/$name.out" '^usr1 handled 1$' "$name: the program's SIGUSR1 handler ran"
+  expect_match "$TMP/$name.log" '^Reason: exit$' "$name: the exit dump follows"
+  expect_no_match "$TMP/$name.err" 'no longer dumps' "$name: nothing said about SIGUSR1, which is not a dump signal"
+}
+CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=USR2 CPROF_DUMP_OUT="$TMP/usr2.log" run_usr2 usr2 "$host" own-usr1 1
+if tsan_build "$host"; then
+  skip_check "cprof run --dump-signals: the TSan build cannot preload (lib.bash)"
+else
+  rt=$(preload_env "$host" | sed 's#[^ ]*libcprof\.so##')
+  LD_PRELOAD="$rt" "$cprof" run --dump threadcreate --dump-signals SIGUSR2 \
+    --dump-out "$TMP/run.log" -- sleep 20 >"$TMP/run.out" 2>"$TMP/run.err" &
+  pid=$!
+  track $pid
+  for _ in $(seq 100); do [ "$(cat /proc/$pid/comm 2>/dev/null)" = sleep ] && break; sleep 0.05; done
+  sleep 0.2
+  kill -USR2 $pid
+  wait_for "$TMP/run.log" '^Reason: SIGUSR2$'
+  kill -TERM $pid
+  status=0
+  wait $pid || status=$?
+  echo "cprof run --dump-signals SIGUSR2, sleep: status $status; reasons: $(reasons "$TMP/run.log")"
+  [ "$status" -eq 143 ] || { cat "$TMP/run.err"; fail "cprof run: status $status, want 143"; }
+  expect_no_match "$TMP/run.log" '^Reason: SIGTERM$' "cprof run --dump-signals SIGUSR2: SIGTERM, not listed, is sleep's own"
+fi
+
+# 3. A real-time signal.
+CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=TERM,RTMIN+5 CPROF_DUMP_OUT="$TMP/rt.log" "$host" sleep 20 >"$TMP/rt.out" 2>"$TMP/rt.err" &
+pid=$!
+track $pid
+wait_for "$TMP/rt.out" '^ready$'
+kill -s RTMIN+5 $pid
+wait_for "$TMP/rt.log" '^Reason: SIGRTMIN\+5$'
+kill -0 $pid 2>/dev/null || fail "SIGRTMIN+5 ended the program"
+checks=$((checks + 1))
+echo "ok: SIGRTMIN+5 dumped and the program carried on"
+kill -TERM $pid
+status=0
+wait $pid || status=$?
+[ "$status" -eq 143 ] || fail "SIGTERM: status $status, want 143"
+expect_match "$TMP/rt.log" '^Reason: SIGTERM$' "SIGTERM, listed, made the final dump"
+
+# 4. HUP: a final dump, then death by SIGHUP.
+CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=HUP CPROF_DUMP_OUT="$TMP/hup.log" "$host" sleep 20 >"$TMP/hup.out" 2>"$TMP/hup.err" &
+pid=$!
+track $pid
+wait_for "$TMP/hup.out" '^ready$'
+kill -HUP $pid
+status=0
+wait $pid || status=$?
+echo "SIGHUP: status $status; reasons: $(reasons "$TMP/hup.log")"
+[ "$status" -eq 129 ] || fail "SIGHUP: status $status, want 129 (death by SIGHUP)"
+expect_match "$TMP/hup.log" '^Reason: SIGHUP$' "SIGHUP dumped before the program died of it"
+
+# 5. none: SIGUSR1 keeps its default action.
+CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=none CPROF_DUMP_OUT="$TMP/none.log" "$host" sleep 20 >"$TMP/none.out" 2>"$TMP/none.err" &
+pid=$!
+track $pid
+wait_for "$TMP/none.out" '^ready$'
+kill -USR1 $pid
+status=0
+wait $pid || status=$?
+echo "none, SIGUSR1: status $status; reasons: $(reasons "$TMP/none.log")"
+[ "$status" -eq 138 ] || fail "none: SIGUSR1 gave status $status, want 138 (its default action)"
+expect_no_match "$TMP/none.log" '^Reason: ' "none: no dump on SIGUSR1"
+CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=none CPROF_DUMP_OUT="$TMP/none_exit.log" "$host" sleep 0 >/dev/null 2>&1 ||
+  fail "none: the program failed"
+expect_match "$TMP/none_exit.log" '^Reason: exit$' "none: the exit dump stays"
+
+# 6. A bad value: one quoted line, no signal dumps, the exit dump stays.
+CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS='USR1,USR3' CPROF_DUMP_OUT="$TMP/bad.log" "$host" own-usr1 1 >"$TMP/bad.out" 2>"$TMP/bad.err" &
+pid=$!
+track $pid
+wait_for "$TMP/bad.out" '^ready$'
+kill -USR1 $pid
+status=0
+wait $pid || status=$?
+echo "bad value: stderr: $(cat "$TMP/bad.err")"
+[ "$(wc -l <"$TMP/bad.err")" -eq 1 ] || fail "a bad value: $(wc -l <"$TMP/bad.err") lines on stderr, want 1"
+expect_match "$TMP/bad.err" '^cprof: CPROF_DUMP_SIGNALS="USR1,USR3": a name that is not TERM, INT, HUP, USR1, USR2, RTMIN\+N or RTMAX-N \(or none\); no signal dumps, the exit dump stays$' \
+  "a bad value: one quoted line"
+expect_match "$TMP/bad.out" '^usr1 handled 1$' "a bad value: the program's signals are its own"
+expect_match "$TMP/bad.log" '^Reason: exit$' "a bad value: the exit dump stays"
+finish
