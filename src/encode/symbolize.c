@@ -673,6 +673,8 @@ static void put_main_first(void) {
 
 /* Opens the session and fills in the build IDs; false if libdw failed or
  * could not be loaded. */
+static void fill_build_ids(void);
+
 static bool open_session(void) {
   if (!load_libdw()) return false;
   cprof__guard_enter();
@@ -697,6 +699,13 @@ static bool open_session(void) {
       S.dwfl = NULL;
     }
   }
+  fill_build_ids();
+  cprof__guard_exit();
+  return S.dwfl != NULL;
+}
+
+/* Each mapping's build ID, from the session's module. Guarded. */
+static void fill_build_ids(void) {
   for (size_t i = 0; S.dwfl && i < S.nmaps; i++) {
     cprof__sym_mapping *m = &S.maps[i];
     Dwfl_Module *mod = libdw.dwfl_addrmodule(S.dwfl, m->start);
@@ -712,8 +721,6 @@ static bool open_session(void) {
       snprintf(hex + 2 * j, 3, "%02x", bits[j]);
     m->build_id = hex;
   }
-  cprof__guard_exit();
-  return S.dwfl != NULL;
 }
 
 /* The signature of the current executable mappings. */
@@ -805,15 +812,23 @@ static void sym_fork_init(void) {
  * else that maps code is seen within REFRESH_NS. */
 #define REFRESH_NS (1000 * 1000 * 1000)
 
+/* Takes the mappings from a maps text into S.maps (arena memory). */
+static int collect_maps(const char *text, size_t len) {
+  size_t count = 0;
+  cprof__maps_parse(text, len, count_entry, &count);
+  cprof__sym_mapping *maps = arena_alloc((count ? count : 1) * sizeof *maps);
+  if (!maps) return CPROF_ENOMEM;
+  S.maps = maps;
+  S.nmaps = 0;
+  collect_ctx cc = {0};
+  int err = cprof__maps_parse(text, len, collect_entry, &cc);
+  if (err) return err;
+  S.nmaps = cc.n;
+  put_main_first();
+  return 0;
+}
+
 int cprof__sym_refresh(void) {
-  /* libdw and libelf are loaded before the maps and the loader's counts
-   * are read: loading them changes both, and a snapshot taken before they
-   * came would make the next refresh read every debug file again. */
-  static bool libdw_tried;
-  if (!libdw_tried) {
-    libdw_tried = true;
-    (void)load_libdw();
-  }
   unsigned long long counts[2] = {0, 0};
   cprof__guard_enter();
   dl_iterate_phdr(loader_counts_cb, counts);
@@ -843,19 +858,11 @@ int cprof__sym_refresh(void) {
   cprof__guard_enter();
   S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
   cprof__guard_exit();
-  size_t count = 0;
-  cprof__maps_parse(text, len, count_entry, &count);
-  S.maps = arena_alloc((count ? count : 1) * sizeof *S.maps);
-  if (!S.maps) {
-    err = CPROF_ENOMEM;
-    goto out;
-  }
-  collect_ctx cc = {0};
-  err = cprof__maps_parse(text, len, collect_entry, &cc);
+  err = collect_maps(text, len);
   if (err) goto out;
-  S.nmaps = cc.n;
-  put_main_first();
   S.ready = true;
+  /* The first session loads libdw and libelf, which changes the maps. */
+  bool loading = libdw_lib.state == 0;
   if (!open_session()) {
     /* The mapping list stands; lookups find no names, and the next refresh
      * tries again. */
@@ -868,10 +875,24 @@ int cprof__sym_refresh(void) {
   cprof_buf after = {0};
   char *text2 = NULL;
   size_t len2 = 0;
-  if (current_signature(&after, &text2, &len2) == 0 &&
-      same_signature(&sig, &after)) {
-    S.signature = sig;
-    sig = (cprof_buf){0};
+  if (current_signature(&after, &text2, &len2) == 0) {
+    if (same_signature(&sig, &after)) {
+      S.signature = sig;
+      sig = (cprof_buf){0};
+    } else if (loading && libdw_lib.state == 1 &&
+               collect_maps(text2, len2) == 0) {
+      cprof__guard_enter();
+      fill_build_ids();
+      cprof__guard_exit();
+      /* What changed is (as far as anything can tell) libdw's own
+       * arrival, which the session, reading the maps after it, has
+       * already seen: the mappings are taken again and the snapshot after
+       * it kept. Otherwise the next refresh would read every debug file a
+       * second time (and a fork child of a process still warming its
+       * names, a third). */
+      S.signature = after;
+      after = (cprof_buf){0};
+    }
   }
   cprof_buf_free(&after);
   cprof__free(text2);
