@@ -138,7 +138,9 @@ kill -USR1 $pid
 status=0
 wait $pid || status=$?
 echo "bad value: stderr: $(cat "$TMP/bad.err")"
-[ "$(wc -l <"$TMP/bad.err")" -eq 1 ] || fail "a bad value: $(wc -l <"$TMP/bad.err") lines on stderr, want 1"
+# cprof's lines (a sanitizer runtime may add its own).
+lines=$(grep -c '^cprof:' "$TMP/bad.err" || true)
+[ "$lines" -eq 1 ] || fail "a bad value: $lines lines from cprof on stderr, want 1"
 expect_match "$TMP/bad.err" '^cprof: CPROF_DUMP_SIGNALS="USR1,USR3": a name that is not TERM, INT, HUP, USR1, USR2, RTMIN\+N or RTMAX-N \(or none\); no signal dumps, the exit dump stays$' \
   "a bad value: one quoted line"
 expect_match "$TMP/bad.out" '^usr1 handled 1$' "a bad value: the program's signals are its own"

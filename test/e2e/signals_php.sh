@@ -42,7 +42,10 @@ cpu_of env LD_PRELOAD="$rt" "$cprof" run --dump cpu --dump-out "$TMP/php.log" --
   { cat "$TMP/php.err"; fail "php under cprof run failed"; }
 cprof_cpu=$cpu_used
 expect_match "$TMP/php.out" '^done ' "php ran its loop under cprof run --dump cpu"
-expect_no_match "$TMP/php.err" 'cprof:' "no line from cprof: it moved off PHP's SIGPROF"
+# PHP installs its own handlers on the dump signals (its deferred-signal
+# machinery): cprof says so once for each, which is not about SIGPROF.
+grep -v 'no longer dumps (CPROF_DUMP_SIGNALS' "$TMP/php.err" >"$TMP/php.err.other" || true
+expect_no_match "$TMP/php.err.other" 'cprof:' "no line from cprof about SIGPROF: it moved off PHP's SIGPROF"
 "$cprof" extract -o "$TMP/prof" "$TMP/php.log" >/dev/null 2>&1 || fail "cprof extract"
 profile=$(ls "$TMP"/prof/cpu-*.pb.gz | head -1)
 n=$(samples_total "$profile")
