@@ -51,6 +51,7 @@
 #include "base/dynload.h"
 #include "base/env.h"
 #include "sink/http.h"
+#include "sink/tree.h"
 #include "base/lock.h"
 #include "base/mem.h"
 #include "sink/profilez.h"
@@ -1458,6 +1459,10 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   }
   log_line(srv, "http: serving /debug/pprof/ on %s (port %d)", shown,
            srv->port);
+  /* The processes this one forks from now on are served here too. */
+  if (cprof__tree_root(cprof__http_serve_local) != 0)
+    log_line(srv, "http: the process tree is off: %s",
+             cprof_strerror(CPROF_ESYS));
   /* Seed 003's Config: the mutex and block profiles cost something on
    * every contended lock, so the server turns them on only when asked, and
    * never lowers a rate the application set itself. */

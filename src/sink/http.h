@@ -41,6 +41,9 @@ typedef struct cprof__http_opts {
    * cprof__host_is_loopback), or listen_host itself. */
   bool check_host;
   const char *listen_host;
+  /* Answer for this process alone, never for its process tree (a tree
+   * member's agent, or the root's own part of a tree's answer). */
+  bool local;
 } cprof__http_opts;
 
 typedef struct cprof__http_req {
@@ -73,6 +76,11 @@ typedef struct cprof__http_resp {
   bool drop;                /* the client left: close, answer nothing */
   cprof_buf body;
 } cprof__http_resp;
+
+/* Answers uri (a GET) for this process alone: what a member of the
+ * process tree (tree.h) runs for the root. resp is overwritten. */
+CPROF__HIDDEN void cprof__http_serve_local(const char *uri,
+                                           cprof__http_resp *resp);
 
 /* Answers one request. resp is overwritten; free its body with
  * cprof_buf_free(). May block for a profile's duration. Thread-safe. */

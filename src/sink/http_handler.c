@@ -25,8 +25,11 @@
 #include "profile/cpu.h"
 #include "sink/http.h"
 #include "base/mem.h"
+#include "base/proc.h"
 #include "sink/query.h"
+#include "encode/pprof_merge.h"
 #include "encode/symbolize.h"
+#include "sink/tree.h"
 #include "sink/ui.h"
 
 #define PREFIX "/debug/pprof/"
@@ -309,6 +312,10 @@ static int write_debug(const cprof__profile_def *def, int64_t debug) {
   return def->text_for_negative_debug;
 }
 
+static bool serve_tree(const cprof__http_opts *o, const cprof__http_req *req,
+                       const form *q, const char *name,
+                       const cprof__profile_def *def, cprof__http_resp *r);
+
 static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
                         const form *q, const char *name, cprof__http_resp *r) {
   const cprof__profile_def *def = cprof__http_find(name);
@@ -316,6 +323,7 @@ static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
     fail(r, 404, "Unknown profile");
     return;
   }
+  if (serve_tree(o, req, q, name, def, r)) return;
   if (def->window) {
     serve_window(o, req, q, def, r);
     return;
@@ -342,6 +350,205 @@ static void serve_named(const cprof__http_opts *o, const cprof__http_req *req,
     ok(r, TEXT, NULL, NULL);
   else
     ok(r, OCTETS, def->name, "");
+}
+
+/* --- the process tree (tree.h, docs/processes.md) --- */
+
+/* This process's name, for its samples' process label. */
+static void own_name(char name[16]) {
+  memset(name, 0, 16);
+  /* The main thread's name: the calling thread's is cprof's own. */
+  if (!cprof__proc_thread_name(getpid(), name, 16)) name[0] = '\0';
+}
+
+/* How long a tree's answer may take: the window or delta asked for, and
+ * then TREE_SLACK_S for the members to write and send theirs. */
+#define TREE_SLACK_S 2
+static int64_t tree_budget_ns(const form *q, const cprof__profile_def *def) {
+  int64_t sec = 0;
+  size_t len;
+  if (form_value(q, "seconds", &len) && len) {
+    if (!parse_int(q, "seconds", &sec) || sec < 0) sec = 0;
+  }
+  if (def->window && sec <= 0) sec = 30;
+  if (sec > 3600) sec = 3600;
+  return (sec + TREE_SLACK_S) * 1000000000LL;
+}
+
+/* Why a member is not in the answer, as a comment line. */
+static void tree_missing(cprof_buf *out, const cprof__tree_reply *rep,
+                         int64_t budget_ns) {
+  if (rep->status == 0)
+    cprof__buf_printf(out,
+                      "cprof tree: pid %d (%s) gave no answer (it exited, "
+                      "or took more than %lld s); left out",
+                      (int)rep->who.pid, rep->who.name,
+                      (long long)(budget_ns / 1000000000));
+  else
+    cprof__buf_printf(out, "cprof tree: pid %d (%s) answered %d; left out",
+                      (int)rep->who.pid, rep->who.name, rep->status);
+}
+
+/* One member alone (?pid=N): its answer, as it gave it. */
+static void tree_one(const cprof__http_req *req, const cprof__profile_def *def,
+                     int64_t pid, int64_t budget_ns, cprof__http_resp *r) {
+  int64_t start = cprof__mono_ns();
+  cprof__tree_call *c = cprof__tree_send(req->uri, (pid_t)pid);
+  if (!c) {
+    fail(r, 404, "no process %lld in this process tree", (long long)pid);
+    return;
+  }
+  cprof__tree_reply *reps;
+  size_t n;
+  cprof__tree_collect(c, start + budget_ns, &reps, &n);
+  if (n == 0 || reps[0].status == 0) {
+    fail(r, 504, "process %lld gave no answer within %lld s",
+         (long long)pid, (long long)(budget_ns / 1000000000));
+  } else {
+    r->body = reps[0].body;
+    reps[0].body = (cprof_buf){0};
+    if (strcmp(reps[0].type, OCTETS) == 0 && reps[0].status == 200) {
+      ok(r, OCTETS, cprof__profile_route(def), "");
+    } else {
+      r->status = reps[0].status;
+      r->content_type = TEXT;
+      r->go_pprof_error = reps[0].status != 200;
+    }
+  }
+  cprof__tree_free(c);
+}
+
+/* Every process of the tree: the members' answers merged into this
+ * process's own. pprof answers become one profile whose samples carry
+ * their process's pid and name; text answers follow one another, each
+ * under a line naming its process. */
+static void tree_all(const cprof__http_opts *o, const cprof__http_req *req,
+                     const form *q, const char *route, int64_t budget_ns,
+                     cprof__http_resp *r) {
+  int64_t start = cprof__mono_ns();
+  cprof__tree_call *c = cprof__tree_send(req->uri, 0);
+  cprof__http_opts mine = *o;
+  mine.local = true;
+  serve_named(&mine, req, q, route, r);
+  if (!c) return;
+  cprof__tree_reply *reps;
+  size_t n;
+  cprof__tree_collect(c, start + budget_ns, &reps, &n);
+  if (r->status != 200 || r->drop) {
+    cprof__tree_free(c);
+    return;
+  }
+  char name[16];
+  own_name(name);
+  cprof_buf notes = {0};
+  const char *note_lines[CPROF__TREE_MAX_MEMBERS];
+  size_t nnotes = 0;
+  size_t note_at[CPROF__TREE_MAX_MEMBERS];
+  if (r->content_type && strcmp(r->content_type, OCTETS) == 0) {
+    cprof__merge_part *parts = cprof__calloc(n + 1, sizeof *parts);
+    if (!parts) {
+      cprof__tree_free(c);
+      fail(r, 500, "%s", cprof_strerror(CPROF_ENOMEM));
+      return;
+    }
+    parts[0] = (cprof__merge_part){r->body.data, r->body.len, getpid(), name};
+    size_t k = 1;
+    for (size_t i = 0; i < n; i++) {
+      if (reps[i].status == 200 && strcmp(reps[i].type, OCTETS) == 0) {
+        parts[k++] = (cprof__merge_part){reps[i].body.data, reps[i].body.len,
+                                         reps[i].who.pid, reps[i].who.name};
+      } else {
+        note_at[nnotes++] = notes.len;
+        tree_missing(&notes, &reps[i], budget_ns);
+        cprof__buf_append(&notes, "", 1);
+      }
+    }
+    for (size_t i = 0; i < nnotes; i++)
+      note_lines[i] = notes.data ? (const char *)notes.data + note_at[i] : "";
+    cprof_buf merged = {0};
+    char why[160] = "";
+    int err = cprof__pprof_merge(parts, k, note_lines, nnotes, &merged, why,
+                                 sizeof why);
+    cprof__free(parts);
+    if (err) {
+      cprof_buf_free(&merged);
+      fail(r, 500, "could not merge the process tree's profiles: %s",
+           why[0] ? why : cprof_strerror(err));
+    } else {
+      cprof_buf_free(&r->body);
+      r->body = merged;
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) {
+      cprof__buf_printf(&r->body, "\n# cprof tree: pid %d (%s), parent %d\n",
+                        (int)reps[i].who.pid, reps[i].who.name,
+                        (int)reps[i].who.ppid);
+      if (reps[i].status == 200) {
+        cprof__buf_append(&r->body, reps[i].body.data, reps[i].body.len);
+      } else {
+        cprof__buf_printf(&r->body, "# ");
+        tree_missing(&r->body, &reps[i], budget_ns);
+        cprof__buf_printf(&r->body, "\n");
+      }
+    }
+  }
+  cprof_buf_free(&notes);
+  cprof__tree_free(c);
+}
+
+/* The tree's part of a profile request: true when it answered. Without
+ * ?pid, a root with members answers for all of them; ?pid=N answers for
+ * process N alone (this one's own pid: this process, as if alone). */
+static bool serve_tree(const cprof__http_opts *o, const cprof__http_req *req,
+                       const form *q, const char *name,
+                       const cprof__profile_def *def, cprof__http_resp *r) {
+  if (o->local) return false;
+  size_t len;
+  int64_t pid = 0;
+  if (form_value(q, "pid", &len) && len) {
+    if (!parse_int(q, "pid", &pid) || pid <= 0 || pid > INT32_MAX) {
+      fail(r, 400, "invalid value for \"pid\" - must be a process id");
+      return true;
+    }
+    if (pid == getpid()) return false;
+    tree_one(req, def, pid, tree_budget_ns(q, def), r);
+    return true;
+  }
+  if (!cprof__tree_has_members()) return false;
+  tree_all(o, req, q, name, tree_budget_ns(q, def), r);
+  return true;
+}
+
+/* /debug/pprof/processes: this process and its tree's live members. */
+static void serve_processes(cprof__http_resp *r) {
+  char name[16];
+  own_name(name);
+  cprof__buf_printf(&r->body, "pid\tppid\tstarted\trole\tname\n");
+  cprof__buf_printf(&r->body, "%d\t%d\t-\troot\t%s\n", (int)getpid(),
+                    (int)getppid(), name);
+  cprof__tree_member *m =
+      cprof__calloc(CPROF__TREE_MAX_MEMBERS, sizeof *m);
+  size_t n = m ? cprof__tree_members(m, CPROF__TREE_MAX_MEMBERS) : 0;
+  for (size_t i = 0; i < n && i < CPROF__TREE_MAX_MEMBERS; i++) {
+    time_t secs = (time_t)(m[i].start_unix_ns / 1000000000);
+    struct tm tm;
+    char when[32] = "-";
+    if (gmtime_r(&secs, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cprof__buf_printf(&r->body, "%d\t%d\t%s\tmember\t%s\n", (int)m[i].pid,
+                      (int)m[i].ppid, when, m[i].name);
+  }
+  cprof__free(m);
+  ok(r, TEXT, NULL, NULL);
+}
+
+void cprof__http_serve_local(const char *uri, cprof__http_resp *resp) {
+  cprof__http_opts o = {.token = NULL,
+                        .max_seconds = 3600,
+                        .check_host = false,
+                        .local = true};
+  cprof__http_req req = {.method = "GET", .uri = uri};
+  memset(resp, 0, sizeof *resp);
+  cprof__http_handle(&o, &req, resp);
 }
 
 typedef struct symbol_ctx {
@@ -678,6 +885,8 @@ static void route(const cprof__http_opts *o, const cprof__http_req *req,
     serve_ui(name + 3, r);
   } else if (strcmp(name, "cmdline") == 0) {
     serve_cmdline(r);
+  } else if (strcmp(name, "processes") == 0) {
+    serve_processes(r);
   } else if (strcmp(name, "trace") == 0) {
     fail(r, 501,
          "Could not enable tracing: execution traces are not supported by "

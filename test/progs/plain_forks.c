@@ -8,6 +8,13 @@
  *                            beta_worker_burn) and exits normally; the
  *                            master burns in master_burn before (0.1 s)
  *                            and after (0.2 s) the forks, waits, exits
+ *   plain_forks server S     a master that forks two workers and idles
+ *                            while they serve: each burns CPU in its own
+ *                            function (alpha_worker_burn,
+ *                            beta_worker_burn) and allocates, for S
+ *                            seconds of wall time or until it is sent
+ *                            SIGTERM; the master waits for both, and on
+ *                            SIGTERM passes it on
  *   plain_forks env          prints its pid, its LD_PRELOAD, its CPROF_HTTP
  *                            and how many CPROF_* variables it has,
  *                            allocates, exits
@@ -84,6 +91,61 @@ static int reap(pid_t pid) {
   int status;
   if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static volatile sig_atomic_t server_stop;
+static void on_server_term(int sig) {
+  (void)sig;
+  server_stop = 1;
+}
+
+static double wall_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int mode_server(double seconds) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_server_term;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, NULL);
+  say_pid("master");
+  pid_t w[2];
+  for (int i = 0; i < 2; i++) {
+    w[i] = fork();
+    if (w[i] == 0) {
+      printf("worker%d %d\n", i, (int)getpid());
+      fflush(stdout);
+      double end = wall_now() + seconds;
+      while (!server_stop && wall_now() < end) {
+        if (i == 0)
+          alpha_worker_burn(0.02);
+        else
+          beta_worker_burn(0.02);
+        kept = malloc(65536 + (size_t)i);
+        free(kept);
+      }
+      exit(0);
+    }
+  }
+  /* The master idles, as a pre-fork server's does. */
+  int left = 2, bad = 0;
+  while (left > 0) {
+    int status;
+    pid_t p = waitpid(-1, &status, 0);
+    if (p < 0) {
+      if (server_stop) {
+        for (int i = 0; i < 2; i++) kill(w[i], SIGTERM);
+        server_stop = 0;
+      }
+      continue;
+    }
+    left--;
+    bad |= !WIFEXITED(status) && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  }
+  return bad;
 }
 
 static int mode_prefork(void) {
@@ -164,6 +226,7 @@ static void exit_now(int sig) {
 int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   if (!strcmp(m, "prefork")) return mode_prefork();
+  if (!strcmp(m, "server") && argc > 2) return mode_server(atof(argv[2]));
   if (!strcmp(m, "env")) return mode_env();
   if (!strcmp(m, "spawn")) return mode_spawn(argv[0]);
   if (!strcmp(m, "failexec")) return mode_failexec();
@@ -182,7 +245,7 @@ int main(int argc, char **argv) {
     return 3; /* not reached */
   }
   fprintf(stderr,
-          "usage: %s prefork|env|spawn|uexit|uExit|failexec|alarmexit|"
+          "usage: %s prefork|server S|env|spawn|uexit|uExit|failexec|alarmexit|"
           "termexit\n",
           argv[0]);
   return 2;

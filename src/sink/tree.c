@@ -1,0 +1,567 @@
+/*
+ * The process tree (tree.h): the root's table of members, its tree thread
+ * that takes new members in and drops those that exited, the calls that
+ * fan a request out, and a member's agent that answers them.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/lock.h"
+#include "base/mem.h"
+#include "base/proc.h"
+#include "sink/tree.h"
+#include "source/fds.h"
+#include "source/threads.h"
+
+#define HELLO_MAGIC 0x63707274u  /* "cprt" */
+#define ASK_MAGIC 0x63707261u    /* "cpra" */
+#define ANSWER_MAGIC 0x63707277u /* "cprw" */
+/* Requests one member serves at once; more are answered 503 at once. */
+#define MEMBER_INFLIGHT 4
+/* A member's answer that the root stops reading for this long is
+ * abandoned (the member's writer gives up). */
+#define ANSWER_SEND_TIMEOUT_S 10
+
+typedef struct hello {
+  uint32_t magic;
+  int32_t pid, ppid;
+  int64_t start_unix_ns;
+  char name[16];
+} hello;
+
+typedef struct ask {
+  uint32_t magic;
+  uint32_t len; /* of uri, without its NUL */
+  char uri[CPROF__HTTP_MAX_URI + 256];
+} ask;
+
+typedef struct answer_head {
+  uint32_t magic;
+  int32_t status;
+  uint32_t type_len;
+  uint32_t pad;
+  uint64_t body_len;
+} answer_head;
+
+typedef struct member {
+  cprof__tree_member info;
+  int ctl; /* the root's end of its control channel */
+} member;
+
+static pthread_mutex_t tree_mu = PTHREAD_MUTEX_INITIALIZER;
+static member members[CPROF__TREE_MAX_MEMBERS]; /* under tree_mu */
+static size_t nmembers;
+static bool is_root;
+static int root_fd = -1; /* the root: hellos arrive here */
+static int join_fd = -1; /* every process of the tree: hellos go here */
+static cprof__tree_serve_fn serve;
+static _Atomic int inflight; /* a member: requests being served */
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static int64_t unix_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Sends len bytes and, when fd >= 0, the descriptor fd with them. */
+static int send_with_fd(int sock, const void *data, size_t len, int fd,
+                        int flags) {
+  struct iovec iov = {(void *)data, len};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (fd >= 0) {
+    memset(&u, 0, sizeof u);
+    msg.msg_control = u.buf;
+    msg.msg_controllen = sizeof u.buf;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  }
+  ssize_t n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+  return n == (ssize_t)len ? 0 : -1;
+}
+
+/* Receives one message without waiting and the one descriptor it may
+ * carry (registered as cprof's, or -1); any other descriptor is closed.
+ * Returns the message's length, 0 at the end, -1 on error (EAGAIN: none). */
+static ssize_t recv_with_fd(int sock, void *data, size_t len, int *fd) {
+  *fd = -1;
+  struct iovec iov = {data, len};
+  union {
+    char buf[CMSG_SPACE(4 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = u.buf,
+                       .msg_controllen = sizeof u.buf};
+  cprof__fd_begin();
+  ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (n >= 0) {
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < k; i++) {
+        int got;
+        memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+        if (*fd < 0)
+          *fd = cprof__fd_adopt(got, CPROF__FD_ENDPOINT);
+        else
+          close(got);
+      }
+    }
+    /* A message cut short is no message. */
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+      if (*fd >= 0) cprof__fd_close(*fd);
+      *fd = -1;
+      n = -1;
+      errno = EPROTO;
+    }
+  }
+  cprof__fd_end();
+  return n;
+}
+
+/* Writes all of len bytes; false when the peer went or stalled. */
+static bool write_all(int fd, const void *data, size_t len) {
+  const char *p = data;
+  while (len) {
+    ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    p += n;
+    len -= (size_t)n;
+  }
+  return true;
+}
+
+/* --- the root ------------------------------------------------------- */
+
+static void drop_member(size_t i) {
+  cprof__fd_close(members[i].ctl);
+  members[i] = members[--nmembers];
+}
+
+/* Takes in the hellos waiting on root_fd. */
+static void take_hellos(void) {
+  for (;;) {
+    hello h;
+    int fd;
+    ssize_t n = recv_with_fd(root_fd, &h, sizeof h, &fd);
+    if (n < 0 && errno == EPROTO) continue;
+    if (n <= 0) return;
+    bool good = n == (ssize_t)sizeof h && h.magic == HELLO_MAGIC &&
+                h.pid > 0 && fd >= 0;
+    cprof__lock(&tree_mu);
+    if (good && nmembers < CPROF__TREE_MAX_MEMBERS) {
+      member *m = &members[nmembers++];
+      m->info.pid = h.pid;
+      m->info.ppid = h.ppid;
+      m->info.start_unix_ns = h.start_unix_ns;
+      memcpy(m->info.name, h.name, sizeof m->info.name);
+      m->info.name[sizeof m->info.name - 1] = '\0';
+      m->ctl = fd;
+      fd = -1;
+    }
+    cprof__unlock(&tree_mu);
+    if (fd >= 0) cprof__fd_close(fd);
+  }
+}
+
+/* The root's tree thread: takes members in as they join, drops those whose
+ * control channel closed (they exited, or exec'd). */
+static void *tree_main(void *arg) {
+  (void)arg;
+  struct pollfd pfd[CPROF__TREE_MAX_MEMBERS + 1];
+  pid_t pids[CPROF__TREE_MAX_MEMBERS];
+  for (;;) {
+    size_t n = 0;
+    cprof__lock(&tree_mu);
+    for (size_t i = 0; i < nmembers; i++) {
+      pfd[1 + i] = (struct pollfd){.fd = members[i].ctl, .events = 0};
+      pids[i] = members[i].info.pid;
+      n++;
+    }
+    cprof__unlock(&tree_mu);
+    pfd[0] = (struct pollfd){.fd = root_fd, .events = POLLIN};
+    int rc = poll(pfd, n + 1, 1000);
+    if (rc <= 0) continue;
+    if (pfd[0].revents & (POLLERR | POLLNVAL)) break;
+    if (pfd[0].revents & POLLIN) take_hellos();
+    cprof__lock(&tree_mu);
+    for (size_t i = 0; i < n; i++) {
+      if (!(pfd[1 + i].revents & (POLLHUP | POLLERR | POLLNVAL))) continue;
+      for (size_t j = 0; j < nmembers; j++)
+        if (members[j].info.pid == pids[i] && members[j].ctl == pfd[1 + i].fd) {
+          drop_member(j);
+          break;
+        }
+    }
+    cprof__unlock(&tree_mu);
+  }
+  return NULL;
+}
+
+bool cprof__tree_has_members(void) {
+  cprof__lock(&tree_mu);
+  bool any = is_root && nmembers > 0;
+  cprof__unlock(&tree_mu);
+  return any;
+}
+
+size_t cprof__tree_members(cprof__tree_member *out, size_t max) {
+  cprof__lock(&tree_mu);
+  size_t n = is_root ? nmembers : 0;
+  for (size_t i = 0; i < n && i < max; i++) out[i] = members[i].info;
+  cprof__unlock(&tree_mu);
+  return n;
+}
+
+struct cprof__tree_call {
+  size_t n;
+  cprof__tree_reply *replies;
+  int *fds;             /* the answer sockets, -1 once read or failed */
+  answer_head *heads;   /* the heads as they come */
+  size_t *head_got;     /* bytes of the head read */
+  uint64_t *body_want;  /* body bytes still to read */
+  uint32_t *type_want;  /* Content-Type bytes still to read */
+};
+
+void cprof__tree_free(cprof__tree_call *c) {
+  if (!c) return;
+  for (size_t i = 0; i < c->n; i++) {
+    if (c->fds[i] >= 0) cprof__fd_close(c->fds[i]);
+    cprof_buf_free(&c->replies[i].body);
+  }
+  cprof__free(c->replies);
+  cprof__free(c->fds);
+  cprof__free(c->heads);
+  cprof__free(c->head_got);
+  cprof__free(c->body_want);
+  cprof__free(c->type_want);
+  cprof__free(c);
+}
+
+cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
+  size_t len = strlen(uri);
+  ask *a = cprof__calloc(1, sizeof *a);
+  if (!a || len >= sizeof a->uri) {
+    cprof__free(a);
+    return NULL;
+  }
+  a->magic = ASK_MAGIC;
+  a->len = (uint32_t)len;
+  memcpy(a->uri, uri, len + 1);
+  size_t msg_len = offsetof(ask, uri) + len + 1;
+
+  cprof__tree_call *c = cprof__calloc(1, sizeof *c);
+  size_t cap = CPROF__TREE_MAX_MEMBERS;
+  if (c) {
+    c->replies = cprof__calloc(cap, sizeof *c->replies);
+    c->fds = cprof__calloc(cap, sizeof *c->fds);
+    c->heads = cprof__calloc(cap, sizeof *c->heads);
+    c->head_got = cprof__calloc(cap, sizeof *c->head_got);
+    c->body_want = cprof__calloc(cap, sizeof *c->body_want);
+    c->type_want = cprof__calloc(cap, sizeof *c->type_want);
+  }
+  if (!c || !c->replies || !c->fds || !c->heads || !c->head_got ||
+      !c->body_want || !c->type_want) {
+    cprof__tree_free(c);
+    cprof__free(a);
+    return NULL;
+  }
+  cprof__lock(&tree_mu);
+  for (size_t i = 0; is_root && i < nmembers; i++) {
+    if (only > 0 && members[i].info.pid != only) continue;
+    cprof__tree_reply *r = &c->replies[c->n];
+    r->who = members[i].info;
+    c->fds[c->n] = -1;
+    int sv[2];
+    cprof__fd_begin();
+    int rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+    if (rc == 0) c->fds[c->n] = cprof__fd_adopt(sv[0], CPROF__FD_ENDPOINT);
+    cprof__fd_end();
+    if (rc == 0) {
+      /* A member whose control channel is full (it hangs) is not waited
+       * for: its reply stays unanswered. */
+      if (send_with_fd(members[i].ctl, a, msg_len, sv[1], MSG_DONTWAIT) != 0) {
+        cprof__fd_close(c->fds[c->n]);
+        c->fds[c->n] = -1;
+      }
+      close(sv[1]);
+    }
+    c->n++;
+  }
+  cprof__unlock(&tree_mu);
+  cprof__free(a);
+  if (c->n == 0) {
+    cprof__tree_free(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* Reads what is there of answer i; false when it is over (done or
+ * failed). */
+static bool read_some(cprof__tree_call *c, size_t i) {
+  int fd = c->fds[i];
+  cprof__tree_reply *r = &c->replies[i];
+  answer_head *h = &c->heads[i];
+  if (c->head_got[i] < sizeof *h) {
+    ssize_t n = recv(fd, (char *)h + c->head_got[i],
+                     sizeof *h - c->head_got[i], MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n <= 0) return false;
+    c->head_got[i] += (size_t)n;
+    if (c->head_got[i] < sizeof *h) return true;
+    if (h->magic != ANSWER_MAGIC || h->status < 100 || h->status > 599 ||
+        h->type_len >= sizeof r->type || h->body_len > CPROF__TREE_MAX_BODY)
+      return false;
+    c->type_want[i] = h->type_len;
+    c->body_want[i] = h->body_len;
+  }
+  while (c->type_want[i]) {
+    size_t at = h->type_len - c->type_want[i];
+    ssize_t n = recv(fd, r->type + at, c->type_want[i], MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n <= 0) return false;
+    c->type_want[i] -= (uint32_t)n;
+  }
+  while (c->body_want[i]) {
+    char chunk[16384];
+    size_t want = c->body_want[i] < sizeof chunk ? (size_t)c->body_want[i]
+                                                 : sizeof chunk;
+    ssize_t n = recv(fd, chunk, want, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n <= 0) return false;
+    if (cprof__buf_append(&r->body, chunk, (size_t)n) != 0) return false;
+    c->body_want[i] -= (uint64_t)n;
+  }
+  r->type[h->type_len] = '\0';
+  r->status = h->status;
+  return false;
+}
+
+void cprof__tree_collect(cprof__tree_call *c, int64_t deadline_ns,
+                         cprof__tree_reply **replies, size_t *n) {
+  struct pollfd pfd[CPROF__TREE_MAX_MEMBERS];
+  size_t idx[CPROF__TREE_MAX_MEMBERS];
+  for (;;) {
+    size_t k = 0;
+    for (size_t i = 0; i < c->n; i++)
+      if (c->fds[i] >= 0) {
+        pfd[k] = (struct pollfd){.fd = c->fds[i], .events = POLLIN};
+        idx[k++] = i;
+      }
+    int64_t left = deadline_ns - cprof__mono_ns();
+    if (k == 0 || left <= 0) break;
+    int ms = left > 100000000 ? 100 : (int)((left + 999999) / 1000000);
+    if (poll(pfd, k, ms) <= 0) continue;
+    for (size_t j = 0; j < k; j++) {
+      if (!pfd[j].revents) continue;
+      size_t i = idx[j];
+      if (!read_some(c, i)) {
+        if (c->replies[i].status == 0) cprof_buf_free(&c->replies[i].body);
+        cprof__fd_close(c->fds[i]);
+        c->fds[i] = -1;
+      }
+    }
+  }
+  *replies = c->replies;
+  *n = c->n;
+}
+
+/* --- a member --------------------------------------------------------- */
+
+typedef struct job {
+  int fd;
+  char uri[sizeof(((ask *)0)->uri)];
+} job;
+
+static void answer(int fd, int status, const char *type, const cprof_buf *body) {
+  /* A root that stops reading does not hold this thread for ever. */
+  struct timeval tv = {ANSWER_SEND_TIMEOUT_S, 0};
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  answer_head h = {.magic = ANSWER_MAGIC,
+                   .status = status,
+                   .type_len = type ? (uint32_t)strlen(type) : 0,
+                   .body_len = body ? body->len : 0};
+  if (h.type_len >= 64) h.type_len = 0;
+  if (h.body_len > CPROF__TREE_MAX_BODY) {
+    h.status = 500;
+    h.body_len = 0;
+  }
+  if (write_all(fd, &h, sizeof h) && h.type_len)
+    write_all(fd, type, h.type_len);
+  if (h.body_len) write_all(fd, body->data, (size_t)h.body_len);
+}
+
+static void *job_main(void *arg) {
+  job *j = arg;
+  cprof__http_resp resp;
+  memset(&resp, 0, sizeof resp);
+  serve(j->uri, &resp);
+  if (resp.drop) resp.status = 500;
+  answer(j->fd, resp.status ? resp.status : 500, resp.content_type,
+         &resp.body);
+  cprof_buf_free(&resp.body);
+  cprof__fd_close(j->fd);
+  cprof__free(j);
+  atomic_fetch_sub(&inflight, 1);
+  return NULL;
+}
+
+/* Joins the tree: a control channel of its own, its far end sent to the
+ * root with who this process is. Returns the near end, or -1. */
+static int join_tree(void) {
+  int sv[2];
+  cprof__fd_begin();
+  int rc = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
+  int ctl = rc == 0 ? cprof__fd_adopt(sv[0], CPROF__FD_ENDPOINT) : -1;
+  cprof__fd_end();
+  if (rc != 0) return -1;
+  hello h;
+  memset(&h, 0, sizeof h);
+  h.magic = HELLO_MAGIC;
+  h.pid = getpid();
+  h.ppid = getppid();
+  h.start_unix_ns = unix_ns();
+  /* The main thread's name (this thread's is cprof's). */
+  if (!cprof__proc_thread_name(h.pid, h.name, sizeof h.name)) h.name[0] = '\0';
+  int sent = send_with_fd(join_fd, &h, sizeof h, sv[1], MSG_DONTWAIT);
+  close(sv[1]);
+  if (sent != 0) {
+    cprof__fd_close(ctl);
+    return -1;
+  }
+  return ctl;
+}
+
+/* A member's agent: joins, then starts a thread for each request the root
+ * sends, until the root closes the channel. */
+static void *agent_main(void *arg) {
+  (void)arg;
+  int ctl = join_tree();
+  if (ctl < 0) return NULL;
+  ask *a = cprof__malloc(sizeof *a);
+  while (a) {
+    struct pollfd p = {.fd = ctl, .events = POLLIN};
+    if (poll(&p, 1, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    int fd;
+    ssize_t n = recv_with_fd(ctl, a, sizeof *a, &fd);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == EPROTO))
+      continue;
+    if (n <= 0) break; /* the root is gone */
+    if (fd < 0) continue;
+    bool good = (size_t)n > offsetof(ask, uri) && a->magic == ASK_MAGIC &&
+                a->len < sizeof a->uri &&
+                (size_t)n == offsetof(ask, uri) + a->len + 1 &&
+                a->uri[a->len] == '\0';
+    job *j = good ? cprof__malloc(sizeof *j) : NULL;
+    if (!j || atomic_fetch_add(&inflight, 1) >= MEMBER_INFLIGHT) {
+      if (j) atomic_fetch_sub(&inflight, 1);
+      answer(fd, good ? 503 : 400, NULL, NULL);
+      cprof__fd_close(fd);
+      cprof__free(j);
+      continue;
+    }
+    j->fd = fd;
+    memcpy(j->uri, a->uri, (size_t)a->len + 1);
+    pthread_t t;
+    if (cprof__thread_spawn(&t, job_main, j, "cprof-tree-req") != 0) {
+      answer(fd, 503, NULL, NULL);
+      cprof__fd_close(fd);
+      cprof__free(j);
+      atomic_fetch_sub(&inflight, 1);
+      continue;
+    }
+    pthread_detach(t);
+  }
+  cprof__free(a);
+  cprof__fd_close(ctl);
+  return NULL;
+}
+
+static void before_fork(void) { cprof__lock(&tree_mu); }
+static void parent_after_fork(void) { cprof__unlock(&tree_mu); }
+
+static void child_after_fork(void) {
+  /* The root's descriptors and the members' channels are the endpoint's
+   * kind: the descriptor registry's own fork handler, which ran before
+   * this one, closed them here. What is left is the join end. */
+  pthread_mutex_init(&tree_mu, NULL);
+  is_root = false;
+  root_fd = -1;
+  nmembers = 0;
+  atomic_store(&inflight, 0);
+  if (join_fd < 0 || !serve) return;
+  pthread_t t;
+  if (cprof__thread_spawn(&t, agent_main, NULL, "cprof-tree") == 0)
+    pthread_detach(t);
+}
+
+static void fork_init(void) {
+  /* After the registry's: its child handler must run before this one. */
+  cprof__fd_init();
+  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+}
+
+int cprof__tree_root(cprof__tree_serve_fn fn) {
+  pthread_once(&fork_once, fork_init);
+  cprof__lock(&tree_mu);
+  if (is_root) {
+    cprof__unlock(&tree_mu);
+    return 0;
+  }
+  int sv[2];
+  cprof__fd_begin();
+  int rc = socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv);
+  int rfd = -1, jfd = -1;
+  if (rc == 0) {
+    rfd = cprof__fd_adopt(sv[0], CPROF__FD_ENDPOINT);
+    jfd = cprof__fd_adopt(sv[1], CPROF__FD_KEEP);
+  }
+  cprof__fd_end();
+  if (rc != 0) {
+    cprof__unlock(&tree_mu);
+    return CPROF_ESYS;
+  }
+  /* A member that becomes a root of its own: its descendants join it. */
+  if (join_fd >= 0) cprof__fd_close(join_fd);
+  root_fd = rfd;
+  join_fd = jfd;
+  serve = fn;
+  is_root = true;
+  cprof__unlock(&tree_mu);
+  pthread_t t;
+  if (cprof__thread_spawn(&t, tree_main, NULL, "cprof-tree") != 0) {
+    cprof__lock(&tree_mu);
+    is_root = false;
+    cprof__fd_close(root_fd);
+    cprof__fd_close(join_fd);
+    root_fd = join_fd = -1;
+    cprof__unlock(&tree_mu);
+    return CPROF_ESYS;
+  }
+  pthread_detach(t);
+  return 0;
+}

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# nginx (Debian's nginx-light, a master and two workers) under the README's
+# recipe, `cprof run --http ... --dump-signals RTMIN+4`, while wrk loads it.
+# The master's endpoint answers for the tree (docs/processes.md):
+#   - profile?seconds=3: at least 90% of the samples in the workers' pids,
+#     nginx's request functions present, the CPU total within 10% of what
+#     /proc/PID/stat counts for the workers over the window (scaled from the
+#     request's wall time to the window's);
+#   - ?pid=WORKER: that worker alone, with nginx's request functions;
+#   - goroutine lists the three processes, goroutine?debug=2 has a section
+#     for each worker;
+#   - nginx's own SIGUSR1 (reopen the logs) still works: the error log
+#     says the logs were reopened, and no dump was made;
+#   - SIGRTMIN+4, the chosen dump signal, dumps the master.
+source "$(dirname "$0")/lib.bash"
+cprof=$CPROF_BUILD/cprof
+plain=$CPROF_BUILD/test/progs/plain_forks
+command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
+command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh installs it)"
+if tsan_build "$plain"; then
+  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
+fi
+rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
+# nginx's processes end by exit() without freeing what they hold.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+cport=$(free_port)
+url=http://127.0.0.1:$cport/debug/pprof
+mkdir -p "$TMP/www"
+head -c 3000 /dev/urandom | base64 >"$TMP/www/index.html"
+cat >"$TMP/nginx.conf" <<EOF
+worker_processes 2;
+master_process on;
+daemon off;
+pid $TMP/nginx.pid;
+error_log $TMP/error.log notice;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/body;
+  proxy_temp_path $TMP/proxy;
+  fastcgi_temp_path $TMP/fastcgi;
+  uwsgi_temp_path $TMP/uwsgi;
+  scgi_temp_path $TMP/scgi;
+  server {
+    listen 127.0.0.1:$port;
+    root $TMP/www;
+  }
+}
+EOF
+
+LD_PRELOAD="$rt" "$cprof" run --http "127.0.0.1:$cport" --dump cpu --dump-signals RTMIN+4 \
+  --dump-out "$TMP/run.log" -- nginx -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
+runner=$!
+track "$runner"
+workers=()
+for _ in $(seq 100); do
+  if [ -s "$TMP/nginx.pid" ]; then
+    master=$(cat "$TMP/nginx.pid")
+    mapfile -t workers < <(pgrep -P "$master" || true)
+    [ "${#workers[@]}" -eq 2 ] && break
+  fi
+  sleep 0.1
+done
+[ "${#workers[@]}" -eq 2 ] || { cat "$TMP/nginx.out" "$TMP/error.log" 2>/dev/null; fail "nginx did not start a master and two workers"; }
+w0=${workers[0]}
+w1=${workers[1]}
+echo "master $master, workers $w0 $w1"
+for _ in $(seq 100); do
+  curl -sf "$url/processes" >"$TMP/processes" 2>/dev/null &&
+    grep -q "^$w0	" "$TMP/processes" && grep -q "^$w1	" "$TMP/processes" && break
+  sleep 0.1
+done
+cat "$TMP/processes"
+expect_match "$TMP/processes" "^$w0	$master	.*	member	nginx\$" "processes: worker $w0 is a member"
+expect_match "$TMP/processes" "^$w1	$master	.*	member	nginx\$" "processes: worker $w1 is a member"
+
+tck=$(getconf CLK_TCK)
+stat_cpu_ms() { awk -v t="$tck" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$1/stat"; }
+
+wrk -t1 -c16 -d6s "http://127.0.0.1:$port/" >"$TMP/wrk.txt" &
+wrk=$!
+sleep 1
+before=$(($(stat_cpu_ms "$w0") + $(stat_cpu_ms "$w1")))
+t0=$(date +%s%N)
+curl -sf -o "$TMP/cpu.pb.gz" "$url/profile?seconds=3" || fail "profile?seconds=3 failed"
+t1=$(date +%s%N)
+after=$(($(stat_cpu_ms "$w0") + $(stat_cpu_ms "$w1")))
+curl -sf -o "$TMP/w0.pb.gz" "$url/profile?seconds=1&pid=$w0" || fail "profile?pid=$w0 failed"
+wait "$wrk"
+expect_match "$TMP/wrk.txt" 'Requests/sec' "wrk loaded nginx"
+
+pprof -top -unit=ms "$TMP/cpu.pb.gz" >"$TMP/cpu.top"
+total_ms=$(sed -nE 's/.*Total samples = ([0-9.]+)ms .*/\1/p' "$TMP/cpu.top")
+share() { # PID: the share (%) of the samples labelled pid=PID
+  pprof -top -tagfocus="pid=$1" "$TMP/cpu.pb.gz" 2>/dev/null |
+    sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'
+}
+s0=$(share "$w0")
+s1=$(share "$w1")
+wall_ms=$(((t1 - t0) / 1000000))
+proc_ms=$((after - before))
+want_ms=$(awk -v p="$proc_ms" -v w="$wall_ms" 'BEGIN { printf "%d", p * 3000 / w }')
+echo "window: cprof total ${total_ms:-0} ms; workers' shares ${s0:-0}% + ${s1:-0}%; /proc: $proc_ms ms over $wall_ms ms of wall time, $want_ms ms for the 3 s window"
+awk -v a="${s0:-0}" -v b="${s1:-0}" 'BEGIN { exit !(a + b >= 90) }' ||
+  { cat "$TMP/cpu.top"; fail "the workers hold ${s0:-0}% + ${s1:-0}% of the samples, not 90% or more"; }
+checks=$((checks + 1))
+echo "ok: the master's endpoint profiles nginx's workers"
+for fn in ngx_http_process_request ngx_http_core_run_phases; do
+  expect_match "$TMP/cpu.top" " $fn( \\(inline\\))?$" "$fn in the tree's CPU profile"
+done
+[ "$want_ms" -ge 300 ] || fail "the workers used too little CPU ($proc_ms ms) to compare"
+awk -v c="${total_ms:-0}" -v w="$want_ms" 'BEGIN { d = c - w; if (d < 0) d = -d; exit !(d <= 0.1 * w) }' ||
+  fail "the tree's CPU total ${total_ms:-0} ms is not within 10% of the workers' ${want_ms} ms"
+checks=$((checks + 1))
+echo "ok: the tree's CPU total is within 10% of /proc's"
+pprof -top "$TMP/w0.pb.gz" >"$TMP/w0.top"
+expect_match "$TMP/w0.top" " ngx_http_core_run_phases( \\(inline\\))?$" "?pid=$w0: that worker's request handling"
+pprof -raw "$TMP/w0.pb.gz" >"$TMP/w0.raw"
+expect_no_match "$TMP/w0.raw" "pid:\\[" "?pid=$w0: one process, no pid labels"
+
+curl -sf -o "$TMP/goroutine.pb.gz" "$url/goroutine" || fail "goroutine failed"
+pprof -raw "$TMP/goroutine.pb.gz" >"$TMP/goroutine.raw"
+for p in "$master" "$w0" "$w1"; do
+  grep -q "pid:\\[$p\\]" "$TMP/goroutine.raw" || fail "goroutine has no thread of pid $p"
+done
+checks=$((checks + 1))
+echo "ok: goroutine names the master and both workers"
+curl -sf -o "$TMP/goroutine.txt" "$url/goroutine?debug=2" || fail "goroutine?debug=2 failed"
+for p in "$w0" "$w1"; do
+  expect_match "$TMP/goroutine.txt" "^# cprof tree: pid $p \\(nginx\\), parent $master\$" "goroutine?debug=2: a section for worker $p"
+done
+
+# nginx's own SIGUSR1: it reopens its logs.
+kill -USR1 "$master"
+for _ in $(seq 50); do grep -q 'reopening logs' "$TMP/error.log" && break; sleep 0.1; done
+expect_match "$TMP/error.log" 'reopening logs' "nginx's SIGUSR1 still reopens its logs"
+expect_no_match "$TMP/run.log" '^Reason: SIGUSR1$' "SIGUSR1 made no dump"
+# The chosen dump signal.
+kill -s RTMIN+4 "$master"
+for _ in $(seq 100); do grep -q '^Reason: SIGRTMIN+4$' "$TMP/run.log" && break; sleep 0.1; done
+expect_match "$TMP/run.log" '^Reason: SIGRTMIN\+4$' "SIGRTMIN+4 dumped the master"
+kill -QUIT "$master"
+wait "$runner" || { cat "$TMP/nginx.out"; fail "nginx did not stop cleanly"; }
+finish

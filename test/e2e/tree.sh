@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# A pre-fork server is one service: test/progs/plain_forks in server mode
+# (a master that idles while two forked workers burn CPU and allocate),
+# under `cprof run --http`. The master's endpoint must answer for the
+# whole tree:
+#   - /debug/pprof/processes lists the master and both workers;
+#   - profile?seconds=2: at least 90% of the samples in the workers' pids
+#     (label pid), each worker's own function present, the CPU total within
+#     10% of what /proc/PID/stat counts for the workers over the window
+#     (scaled from the request's wall time to the window's);
+#   - ?pid=WORKER: that worker alone;
+#   - allocs names all three processes; goroutine?debug=2 has a section
+#     per worker;
+#   - a worker killed (SIGKILL) during a 3 s window: the answer comes
+#     within 3 + 2 s and its comment names the lost worker;
+#   - the tree's channels are socketpairs: the master listens on no unix
+#     socket (nothing another user could connect to).
+source "$(dirname "$0")/lib.bash"
+cprof=$CPROF_BUILD/cprof
+plain=$CPROF_BUILD/test/progs/plain_forks
+if tsan_build "$plain"; then
+  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
+fi
+rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
+
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+url=http://127.0.0.1:$port/debug/pprof
+LD_PRELOAD="$rt" "$cprof" run --http "127.0.0.1:$port" -- "$plain" server 30 >"$TMP/server.out" 2>"$TMP/server.err" &
+runner=$!
+track "$runner"
+for _ in $(seq 100); do
+  [ "$(grep -c '^worker' "$TMP/server.out" 2>/dev/null)" = 2 ] && break
+  sleep 0.1
+done
+master=$(awk '$1 == "master" { print $2 }' "$TMP/server.out")
+w0=$(awk '$1 == "worker0" { print $2 }' "$TMP/server.out")
+w1=$(awk '$1 == "worker1" { print $2 }' "$TMP/server.out")
+[ -n "$master" ] && [ -n "$w0" ] && [ -n "$w1" ] || { cat "$TMP/server.out" "$TMP/server.err"; fail "the server did not start a master and two workers"; }
+track "$w0"
+track "$w1"
+echo "master $master, workers $w0 $w1"
+
+for _ in $(seq 100); do
+  curl -sf "$url/processes" >"$TMP/processes" 2>/dev/null &&
+    grep -q "^$w0	" "$TMP/processes" && grep -q "^$w1	" "$TMP/processes" && break
+  sleep 0.1
+done
+cat "$TMP/processes"
+expect_match "$TMP/processes" "^$master	.*	root	" "processes: the master is the root"
+expect_match "$TMP/processes" "^$w0	$master	.*	member	" "processes: worker $w0 is a member, its parent the master"
+expect_match "$TMP/processes" "^$w1	$master	.*	member	" "processes: worker $w1 is a member"
+
+# stat_cpu_ms PID: utime + stime, in ms.
+tick=$(getconf CLK_TCK)
+stat_cpu_ms() { awk -v t="$tick" '{ print ($14 + $15) * 1000 / t }' "/proc/$1/stat"; }
+
+before=$(($(stat_cpu_ms "$w0") + $(stat_cpu_ms "$w1")))
+t0=$(date +%s%N)
+curl -sf -o "$TMP/cpu.pb.gz" "$url/profile?seconds=2" || fail "profile?seconds=2 failed"
+t1=$(date +%s%N)
+after=$(($(stat_cpu_ms "$w0") + $(stat_cpu_ms "$w1")))
+pprof -top "$TMP/cpu.pb.gz" >"$TMP/cpu.top"
+total_ms=$(sed -nE 's/^Duration: .*Total samples = ([0-9.]+)(m?s) .*/\1 \2/p' "$TMP/cpu.top" | awk '{ print ($2 == "s" ? $1 * 1000 : $1) }')
+share() { # PID: the share (%) of the samples labelled pid=PID
+  pprof -top -tagfocus="pid=$1" "$TMP/cpu.pb.gz" 2>/dev/null |
+    sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'
+}
+s0=$(share "$w0")
+s1=$(share "$w1")
+wall_ms=$(((t1 - t0) / 1000000))
+proc_ms=$((after - before))
+want_ms=$(awk -v p="$proc_ms" -v w="$wall_ms" 'BEGIN { printf "%d", p * 2000 / w }')
+echo "window: cprof total ${total_ms} ms; workers' shares ${s0:-0}% + ${s1:-0}%; /proc: $proc_ms ms over $wall_ms ms of wall time, $want_ms ms for the 2 s window"
+awk -v a="${s0:-0}" -v b="${s1:-0}" 'BEGIN { exit !(a + b >= 90) }' ||
+  { cat "$TMP/cpu.top"; fail "the workers hold ${s0:-0}% + ${s1:-0}% of the samples, not 90% or more"; }
+checks=$((checks + 1))
+echo "ok: the master's endpoint profiles its workers"
+expect_match "$TMP/cpu.top" ' alpha_worker_burn$' "worker 0's function is in the tree's profile"
+expect_match "$TMP/cpu.top" ' beta_worker_burn$' "worker 1's function is in the tree's profile"
+awk -v c="$total_ms" -v w="$want_ms" 'BEGIN { d = c - w; if (d < 0) d = -d; exit !(w > 0 && d <= 0.1 * w) }' ||
+  fail "the tree's CPU total ${total_ms} ms is not within 10% of the workers' ${want_ms} ms"
+checks=$((checks + 1))
+echo "ok: the tree's CPU total is within 10% of /proc's"
+
+curl -sf -o "$TMP/w0.pb.gz" "$url/profile?seconds=1&pid=$w0" || fail "profile?pid=$w0 failed"
+pprof -raw "$TMP/w0.pb.gz" >"$TMP/w0.raw"
+pids=$(sed -nE 's/.*pid:\[([0-9]+)\].*/\1/p' "$TMP/w0.raw" | sort -u | tr '\n' ' ')
+echo "?pid=$w0: the pids in its samples: ${pids:-none}"
+[ "$pids" = "$w0 " ] || [ -z "$pids" ] || fail "?pid=$w0 has samples of other processes: $pids"
+pprof -top "$TMP/w0.pb.gz" >"$TMP/w0.top"
+expect_match "$TMP/w0.top" ' alpha_worker_burn$' "?pid=$w0: that worker's function"
+expect_no_match "$TMP/w0.top" ' beta_worker_burn$' "?pid=$w0: not the other worker's"
+curl -s -o "$TMP/nobody.txt" -w '%{http_code}' "$url/heap?pid=1" >"$TMP/nobody.code" || true
+[ "$(cat "$TMP/nobody.code")" = 404 ] || fail "?pid=1: status $(cat "$TMP/nobody.code"), want 404"
+expect_match "$TMP/nobody.txt" '^no process 1 in this process tree$' "?pid=1: 404, no such process in the tree"
+
+curl -sf -o "$TMP/allocs.pb.gz" "$url/allocs" || fail "allocs failed"
+if sanitized_build "$plain"; then
+  # The sanitizer's runtime, preloaded first, answers malloc itself.
+  skip_check "allocs of preloaded workers: a sanitizer runtime preloaded before cprof takes malloc"
+else
+  pprof -raw "$TMP/allocs.pb.gz" >"$TMP/allocs.raw"
+  for p in "$w0" "$w1"; do
+    grep -q "pid:\[$p\]" "$TMP/allocs.raw" || { head -50 "$TMP/allocs.raw"; fail "allocs has no sample of pid $p"; }
+  done
+  checks=$((checks + 1))
+  echo "ok: allocs has both workers' allocations (the idle master makes none)"
+fi
+curl -sf -o "$TMP/goroutine.pb.gz" "$url/goroutine" || fail "goroutine failed"
+pprof -raw "$TMP/goroutine.pb.gz" >"$TMP/goroutine.raw"
+for p in "$master" "$w0" "$w1"; do
+  grep -q "pid:\[$p\]" "$TMP/goroutine.raw" || { head -50 "$TMP/goroutine.raw"; fail "goroutine has no thread of pid $p"; }
+done
+checks=$((checks + 1))
+echo "ok: goroutine (pprof) names the master and both workers"
+curl -sf -o "$TMP/goroutine.txt" "$url/goroutine?debug=2" || fail "goroutine?debug=2 failed"
+for p in "$w0" "$w1"; do
+  expect_match "$TMP/goroutine.txt" "^# cprof tree: pid $p \(plain_forks\), parent $master\$" "goroutine?debug=2: a section for worker $p"
+done
+
+# A worker killed during a window: the answer still comes, and says so.
+t0=$(date +%s%N)
+(sleep 1; kill -KILL "$w1") &
+curl -sf -o "$TMP/lost.pb.gz" "$url/profile?seconds=3" || fail "profile?seconds=3 with a worker killed failed"
+t1=$(date +%s%N)
+took=$(((t1 - t0) / 1000000))
+echo "a worker killed during a 3 s window: the answer took $took ms"
+[ "$took" -le 5000 ] || fail "the answer took $took ms, more than the window plus 2 s"
+pprof -raw "$TMP/lost.pb.gz" >"$TMP/lost.raw"
+expect_match "$TMP/lost.raw" "cprof tree: pid $w1 \(plain_forks\) gave no answer" "the comment names the lost worker"
+
+ss -xlp 2>/dev/null | grep -E "pid=($master|$w0),"  >"$TMP/listening" || true
+[ -s "$TMP/listening" ] && { cat "$TMP/listening"; fail "a process of the tree listens on a unix socket"; }
+checks=$((checks + 1))
+echo "ok: no process of the tree listens on a unix socket"
+
+kill -TERM "$master"
+wait "$runner" || true
+finish
