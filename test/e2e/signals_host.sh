@@ -75,8 +75,10 @@ expect_match "$TMP/takeall_comments.txt" "^cprof cpu: the timers' signal: none a
 # Under TSan the handler runs only when the thread next enters one of its
 # interceptors, which the compute loop does not, so the program's own
 # signals coalesce there (24 and 12 of an expected 50 in suite runs):
-# only "some, and no more than its itimer sends" is asked of it.
-low=0.5
+# only "some, and no more than its itimer sends" is asked of it. The
+# plain build saw 24 of 50 (sigset) in a suite run beside another test
+# on 2 CPUs: 0.3 of the expected count is asked there.
+low=0.3
 tsan_build "$prog" && low=0.02
 for how in sigaction sigset bsd_signal raw; do
   "$prog" install "$how" 2>"$TMP/install_$how.txt" >/dev/null ||
