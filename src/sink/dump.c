@@ -92,6 +92,7 @@
 #include "encode/symbolize.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
+#include "sink/tree.h"
 #include "source/signals.h"
 #include "source/threads.h"
 
@@ -155,6 +156,10 @@ static _Atomic int wake_word;
 /* A dump signal that lets the program carry on asked for a dump; which
  * one, for the blocks' reason. */
 static atomic_bool again_pending;
+/* A dump asked for by cprof__dump_now: its reason, and a count of the
+ * dumps it made, which cprof__dump_now waits on. */
+static _Atomic(const char *) now_reason;
+static _Atomic int now_done;
 static _Atomic int again_sig;
 static _Atomic int term_sig; /* the first terminating signal, or 0 */
 static atomic_bool exit_pending; /* _exit asked for the final dump */
@@ -662,6 +667,46 @@ static void warm_symbols(void) {
 
 static void say_lost(void);
 
+/* How long the root waits for its members' dumps. */
+#define TREE_DUMP_WAIT_MS (DUMP_WAIT_MS + 1000)
+
+/* In the root of a process tree: asks every member for a dump of its own
+ * (each writes its blocks, under its pid, where its dumps go) and waits
+ * for them, at most TREE_DUMP_WAIT_MS. Dumper thread. */
+static size_t dump_members(void) {
+  if (!cprof__tree_has_members()) return 0;
+  cprof__tree_call *c = cprof__tree_send(TREE_DUMP_URI, 0);
+  if (!c) return 0;
+  cprof__tree_reply *reps;
+  size_t n, dumped = 0;
+  cprof__tree_collect(c, cprof__mono_ns() + TREE_DUMP_WAIT_MS * 1000000LL,
+                      &reps, &n);
+  for (size_t i = 0; i < n; i++) dumped += reps[i].status == 200;
+  cprof__tree_free(c);
+  return dumped;
+}
+
+int cprof__dump_now(const char *reason, size_t *members) {
+  *members = 0;
+  if (!own_process()) return CPROF_EINVAL;
+  int before = atomic_load(&now_done);
+  atomic_store(&now_reason, reason);
+  atomic_fetch_add(&wake_word, 1);
+  futex_wake(&wake_word);
+  int64_t end = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
+  for (;;) {
+    int done = atomic_load(&now_done);
+    if (done != before) break;
+    int64_t left = end - cprof__mono_ns();
+    if (left <= 0) break;
+    struct timespec rel = {(time_t)(left / 1000000000),
+                           (long)(left % 1000000000)};
+    futex_wait(&now_done, done, &rel);
+  }
+  *members = dump_members();
+  return 0;
+}
+
 static void *dumper_main(void *arg) {
   (void)arg;
   /* From 0, where wake_word starts: a signal that came before this thread
@@ -684,6 +729,16 @@ static void *dumper_main(void *arg) {
       cprof__lock(&dump_lock);
       dump_all(signal_name(atomic_load(&again_sig)), true);
       cprof__unlock(&dump_lock);
+      /* A dump signal to the root of a process tree dumps the tree. */
+      dump_members();
+    }
+    const char *why = atomic_exchange(&now_reason, NULL);
+    if (why && !dying()) {
+      cprof__lock(&dump_lock);
+      dump_all(why, true);
+      cprof__unlock(&dump_lock);
+      atomic_fetch_add(&now_done, 1);
+      futex_wake(&now_done);
     }
     if (atomic_exchange(&warm_pending, false)) warm_symbols();
   }

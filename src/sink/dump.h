@@ -8,6 +8,8 @@
 #ifndef CPROF_DUMP_H
 #define CPROF_DUMP_H
 
+#include <stddef.h>
+
 #include <sys/types.h>
 
 #include "base/internal.h"
@@ -27,6 +29,15 @@ CPROF__HIDDEN void cprof__dump_exec_attempt(pid_t pid);
  * DUMP_WAIT_MS), in the process that configured dumps; elsewhere returns
  * at once. For the _exit interposers (src/exit.c). Async-signal-safe. */
 CPROF__HIDDEN void cprof__dump_before_exit(void);
+
+/* Asks for a dump of every listed profile now, as a dump signal that lets
+ * the program carry on does, with reason in the blocks' Reason header
+ * (a static string), and waits for it (at most DUMP_WAIT_MS). In the root
+ * of a process tree (tree.h) the members dump too, and *members says how
+ * many did. Returns 0, or
+ * CPROF_EINVAL when this process has no dumps configured. Normal
+ * context; not from the dumper thread. */
+CPROF__HIDDEN int cprof__dump_now(const char *reason, size_t *members);
 
 
 #endif

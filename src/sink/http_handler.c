@@ -29,6 +29,7 @@
 #include "sink/query.h"
 #include "encode/pprof_merge.h"
 #include "encode/symbolize.h"
+#include "sink/dump.h"
 #include "sink/tree.h"
 #include "sink/ui.h"
 
@@ -519,6 +520,21 @@ static bool serve_tree(const cprof__http_opts *o, const cprof__http_req *req,
   return true;
 }
 
+/* /debug/pprof/processes?dump=1: a dump of every listed profile, in this
+ * process and, in a tree's root, in every member, each where its dumps
+ * go (docs/processes.md). */
+static void serve_tree_dump(const cprof__http_opts *o, cprof__http_resp *r) {
+  size_t members = 0;
+  if (cprof__dump_now(o->local ? "tree" : "http", &members) != 0) {
+    fail(r, 409, "dumps are not configured in process %d (CPROF_DUMP)",
+         (int)getpid());
+    return;
+  }
+  cprof__buf_printf(&r->body, "dumped: process %d and %zu members\n",
+                    (int)getpid(), members);
+  ok(r, TEXT, NULL, NULL);
+}
+
 /* /debug/pprof/processes: this process and its tree's live members. */
 static void serve_processes(cprof__http_resp *r) {
   char name[16];
@@ -886,7 +902,10 @@ static void route(const cprof__http_opts *o, const cprof__http_req *req,
   } else if (strcmp(name, "cmdline") == 0) {
     serve_cmdline(r);
   } else if (strcmp(name, "processes") == 0) {
-    serve_processes(r);
+    if (atoi_or_zero(q, "dump") != 0)
+      serve_tree_dump(o, r);
+    else
+      serve_processes(r);
   } else if (strcmp(name, "trace") == 0) {
     fail(r, 501,
          "Could not enable tracing: execution traces are not supported by "

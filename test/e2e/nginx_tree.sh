@@ -11,7 +11,9 @@
 #     for each worker;
 #   - nginx's own SIGUSR1 (reopen the logs) still works: the error log
 #     says the logs were reopened, and no dump was made;
-#   - SIGRTMIN+4, the chosen dump signal, dumps the master.
+#   - SIGRTMIN+4, the chosen dump signal, to the master dumps the tree:
+#     the master's blocks and each worker's (Reason: tree); so does
+#     processes?dump=1.
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROF_BUILD/cprof
 plain=$CPROF_BUILD/test/progs/plain_forks
@@ -138,10 +140,25 @@ kill -USR1 "$master"
 for _ in $(seq 50); do grep -q 'reopening logs' "$TMP/error.log" && break; sleep 0.1; done
 expect_match "$TMP/error.log" 'reopening logs' "nginx's SIGUSR1 still reopens its logs"
 expect_no_match "$TMP/run.log" '^Reason: SIGUSR1$' "SIGUSR1 made no dump"
-# The chosen dump signal.
+# reasons PID: the Reason headers of PID's blocks in the log.
+reasons() { grep -A2 "^Pid: $1\$" "$TMP/run.log" | sed -n 's/^Reason: //p' | sort -u | tr '\n' ' '; }
+# The chosen dump signal, to the master: the tree dumps, each process its
+# own blocks.
 kill -s RTMIN+4 "$master"
-for _ in $(seq 100); do grep -q '^Reason: SIGRTMIN+4$' "$TMP/run.log" && break; sleep 0.1; done
+for _ in $(seq 100); do [ "$(grep -c '^Reason: tree$' "$TMP/run.log")" -ge 2 ] && break; sleep 0.1; done
+echo "after SIGRTMIN+4 to the master: master: $(reasons "$master"); workers: $(reasons "$w0")/ $(reasons "$w1")"
 expect_match "$TMP/run.log" '^Reason: SIGRTMIN\+4$' "SIGRTMIN+4 dumped the master"
+for w in "$w0" "$w1"; do
+  reasons "$w" | grep -q 'tree' || fail "SIGRTMIN+4 to the master: no dump of worker $w"
+  checks=$((checks + 1))
+  echo "ok: SIGRTMIN+4 to the master dumped worker $w too (Reason: tree)"
+done
+# The same through the endpoint.
+curl -sf "$url/processes?dump=1" >"$TMP/dump.txt" || fail "processes?dump=1 failed"
+expect_match "$TMP/dump.txt" "^dumped: process $master and 2 members\$" "processes?dump=1: the master and its 2 workers dumped"
+reasons "$master" | grep -q 'http' || fail "processes?dump=1: no dump of the master"
+checks=$((checks + 1))
+echo "ok: processes?dump=1 dumped the master (Reason: http)"
 kill -QUIT "$master"
 wait "$runner" || { cat "$TMP/nginx.out"; fail "nginx did not stop cleanly"; }
 finish

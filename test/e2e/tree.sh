@@ -132,6 +132,10 @@ echo "a worker killed during a 3 s window: the answer took $took ms"
 pprof -raw "$TMP/lost.pb.gz" >"$TMP/lost.raw"
 expect_match "$TMP/lost.raw" "cprof tree: pid $w1 \(plain_forks\) gave no answer" "the comment names the lost worker"
 
+code=$(curl -s -o "$TMP/nodump.txt" -w '%{http_code}' "$url/processes?dump=1" || true)
+[ "$code" = 409 ] || fail "processes?dump=1 without CPROF_DUMP: status $code, want 409"
+expect_match "$TMP/nodump.txt" "^dumps are not configured in process $master \(CPROF_DUMP\)\$" "processes?dump=1 without dumps: 409, and why"
+
 ss -xlp 2>/dev/null | grep -E "pid=($master|$w0),"  >"$TMP/listening" || true
 [ -s "$TMP/listening" ] && { cat "$TMP/listening"; fail "a process of the tree listens on a unix socket"; }
 checks=$((checks + 1))
