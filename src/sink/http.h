@@ -63,6 +63,10 @@ typedef struct cprof__http_req {
    * gone or the server is stopping. NULL: plain sleep. */
   bool (*wait)(void *ctx, int ms);
   void *wait_ctx;
+  /* A false from wait ends a window (profile, wall) early, answered with
+   * what it holds, instead of meaning that the client left: a process
+   * tree's member that is exiting (tree.c). */
+  bool wait_ends_window;
 } cprof__http_req;
 
 typedef struct cprof__http_resp {
@@ -80,6 +84,8 @@ typedef struct cprof__http_resp {
 /* Answers uri (a GET) for this process alone: what a member of the
  * process tree (tree.h) runs for the root. resp is overwritten. */
 CPROF__HIDDEN void cprof__http_serve_local(const char *uri,
+                                           bool (*wait)(void *ctx, int ms),
+                                           void *wait_ctx,
                                            cprof__http_resp *resp);
 
 /* Answers one request. resp is overwritten; free its body with

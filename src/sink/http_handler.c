@@ -249,7 +249,7 @@ static void serve_window(const cprof__http_opts *o, const cprof__http_req *req,
     fail(r, 500, "Could not enable CPU profiling: %s", cprof_strerror(err));
     return;
   }
-  bool stayed = wait_ns(req, sec * 1000000000);
+  bool stayed = wait_ns(req, sec * 1000000000) || req->wait_ends_window;
   cprof_sink sink = cprof_sink_buf(&r->body);
   err = def->window->stop(w, stayed ? &sink : NULL);
   window_release(def);
@@ -557,12 +557,17 @@ static void serve_processes(cprof__http_resp *r) {
   ok(r, TEXT, NULL, NULL);
 }
 
-void cprof__http_serve_local(const char *uri, cprof__http_resp *resp) {
+void cprof__http_serve_local(const char *uri, bool (*wait)(void *ctx, int ms),
+                             void *wait_ctx, cprof__http_resp *resp) {
   cprof__http_opts o = {.token = NULL,
                         .max_seconds = 3600,
                         .check_host = false,
                         .local = true};
-  cprof__http_req req = {.method = "GET", .uri = uri};
+  cprof__http_req req = {.method = "GET",
+                         .uri = uri,
+                         .wait = wait,
+                         .wait_ctx = wait_ctx,
+                         .wait_ends_window = wait != NULL};
   memset(resp, 0, sizeof *resp);
   cprof__http_handle(&o, &req, resp);
 }

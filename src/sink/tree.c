@@ -66,6 +66,9 @@ static int root_fd = -1; /* the root: hellos arrive here */
 static int join_fd = -1; /* every process of the tree: hellos go here */
 static cprof__tree_serve_fn serve;
 static _Atomic int inflight; /* a member: requests being served */
+static atomic_bool exiting;  /* a member: the process is exiting */
+/* How long a member's exit waits for the windows it ends to be sent. */
+#define EXIT_ANSWER_WAIT_MS 1000
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 static int64_t unix_ns(void) {
@@ -412,11 +415,35 @@ static void answer(int fd, int status, const char *type, const cprof_buf *body) 
   if (h.body_len) write_all(fd, body->data, (size_t)h.body_len);
 }
 
+/* A request's sleep: false once the process is exiting, which ends a
+ * window with what it holds. */
+static bool job_wait(void *ctx, int ms) {
+  (void)ctx;
+  if (atomic_load(&exiting)) return false;
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+  return !atomic_load(&exiting);
+}
+
+/* A member that exits (exit, return from main) while it serves a window:
+ * the window ends now and its answer is sent, at most
+ * EXIT_ANSWER_WAIT_MS later, so that the root's profile has the time the
+ * member lived. */
+static void member_at_exit(void) {
+  if (is_root || join_fd < 0 || atomic_load(&inflight) == 0) return;
+  atomic_store(&exiting, true);
+  int64_t end = cprof__mono_ns() + EXIT_ANSWER_WAIT_MS * 1000000LL;
+  while (atomic_load(&inflight) > 0 && cprof__mono_ns() < end) {
+    struct timespec ts = {0, 5 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static void *job_main(void *arg) {
   job *j = arg;
   cprof__http_resp resp;
   memset(&resp, 0, sizeof resp);
-  serve(j->uri, &resp);
+  serve(j->uri, job_wait, NULL, &resp);
   if (resp.drop) resp.status = 500;
   answer(j->fd, resp.status ? resp.status : 500, resp.content_type,
          &resp.body);
@@ -513,7 +540,10 @@ static void child_after_fork(void) {
   root_fd = -1;
   nmembers = 0;
   atomic_store(&inflight, 0);
+  atomic_store(&exiting, false);
   if (join_fd < 0 || !serve) return;
+  static bool exit_hooked; /* inherited: one hook per process line */
+  if (!exit_hooked) exit_hooked = atexit(member_at_exit) == 0;
   pthread_t t;
   if (cprof__thread_spawn(&t, agent_main, NULL, "cprof-tree") == 0)
     pthread_detach(t);

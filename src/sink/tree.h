@@ -41,8 +41,12 @@ typedef struct cprof__tree_member {
 } cprof__tree_member;
 
 /* What a member's agent runs for a request: answers uri as this process
- * alone, into resp (whose body the agent frees). */
-typedef void (*cprof__tree_serve_fn)(const char *uri, cprof__http_resp *resp);
+ * alone, into resp (whose body the agent frees). A window sleeps through
+ * wait(wait_ctx, ms), whose false ends it early, answered with what it
+ * holds: the member is exiting. */
+typedef void (*cprof__tree_serve_fn)(const char *uri,
+                                     bool (*wait)(void *ctx, int ms),
+                                     void *wait_ctx, cprof__http_resp *resp);
 
 /* Makes this process a root: its descendants forked from now on join it,
  * and serve answers their requests. Idempotent; returns 0 or a cprof

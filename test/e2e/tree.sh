@@ -13,6 +13,9 @@
 #     per worker;
 #   - a worker killed (SIGKILL) during a 3 s window: the answer comes
 #     within 3 + 2 s and its comment names the lost worker;
+#   - a worker that exits normally during a window is in it for the time
+#     it lived;
+#   - processes?dump=1 without dumps configured: 409;
 #   - the tree's channels are socketpairs: the master listens on no unix
 #     socket (nothing another user could connect to).
 source "$(dirname "$0")/lib.bash"
@@ -131,6 +134,20 @@ echo "a worker killed during a 3 s window: the answer took $took ms"
 [ "$took" -le 5000 ] || fail "the answer took $took ms, more than the window plus 2 s"
 pprof -raw "$TMP/lost.pb.gz" >"$TMP/lost.raw"
 expect_match "$TMP/lost.raw" "cprof tree: pid $w1 \(plain_forks\) gave no answer" "the comment names the lost worker"
+
+# A worker that exits normally during a window: its part comes, for the
+# time it lived (about 1 s of its CPU).
+(sleep 1; kill -TERM "$w0") &
+curl -sf -o "$TMP/ended.pb.gz" "$url/profile?seconds=3" || fail "profile?seconds=3 with a worker exiting failed"
+pprof -raw "$TMP/ended.pb.gz" >"$TMP/ended.raw"
+expect_no_match "$TMP/ended.raw" "cprof tree: pid $w0 " "a worker that exited during the window is not named as lost"
+lived_ms=$(pprof -top -unit=ms -tagfocus="pid=$w0" "$TMP/ended.pb.gz" 2>/dev/null |
+  sed -nE 's/^Showing nodes accounting for ([0-9.]+)ms, .*/\1/p')
+echo "a worker that exited 1 s into a 3 s window: ${lived_ms:-0} ms of its CPU in the tree's profile"
+awk -v m="${lived_ms:-0}" 'BEGIN { exit !(m >= 500) }' ||
+  fail "the exited worker has ${lived_ms:-0} ms in the profile, not the ~1 s it lived"
+checks=$((checks + 1))
+echo "ok: a worker that exited during the window is in it for the time it lived"
 
 code=$(curl -s -o "$TMP/nodump.txt" -w '%{http_code}' "$url/processes?dump=1" || true)
 [ "$code" = 409 ] || fail "processes?dump=1 without CPROF_DUMP: status $code, want 409"

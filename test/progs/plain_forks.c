@@ -14,7 +14,8 @@
  *                            beta_worker_burn) and allocates, for S
  *                            seconds of wall time or until it is sent
  *                            SIGTERM; the master waits for both, and on
- *                            SIGTERM passes it on
+ *                            SIGTERM passes it on; it stays up, once they
+ *                            are gone, until SIGTERM or S seconds
  *   plain_forks env          prints its pid, its LD_PRELOAD, its CPROF_HTTP
  *                            and how many CPROF_* variables it has,
  *                            allocates, exits
@@ -32,6 +33,7 @@
  * Every mode prints "pid N" (and the children's "child N") on stdout.
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -130,21 +132,25 @@ static int mode_server(double seconds) {
       exit(0);
     }
   }
-  /* The master idles, as a pre-fork server's does. */
+  /* The master idles, as a pre-fork server's does, until its workers are
+   * gone and then until SIGTERM or the end of its time. */
+  double master_end = wall_now() + seconds;
   int left = 2, bad = 0;
+  bool passed_on = false;
   while (left > 0) {
     int status;
     pid_t p = waitpid(-1, &status, 0);
     if (p < 0) {
-      if (server_stop) {
+      if (server_stop && !passed_on) {
         for (int i = 0; i < 2; i++) kill(w[i], SIGTERM);
-        server_stop = 0;
+        passed_on = true;
       }
       continue;
     }
     left--;
     bad |= !WIFEXITED(status) && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   }
+  while (!server_stop && wall_now() < master_end) usleep(10000);
   return bad;
 }
 
