@@ -1459,6 +1459,7 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   }
   log_line(srv, "http: serving /debug/pprof/ on %s (port %d)", shown,
            srv->port);
+  cprof__http_handler_init();
   /* The processes this one forks from now on are served here too. */
   if (cprof__tree_root(cprof__http_serve_local) != 0)
     log_line(srv, "http: the process tree is off: %s",

@@ -81,6 +81,10 @@ typedef struct cprof__http_resp {
   cprof_buf body;
 } cprof__http_resp;
 
+/* Prepares the handler (its fork handler); the server calls it when it
+ * starts. Idempotent. */
+CPROF__HIDDEN void cprof__http_handler_init(void);
+
 /* Answers uri (a GET) for this process alone: what a member of the
  * process tree (tree.h) runs for the root. resp is overwritten. */
 CPROF__HIDDEN void cprof__http_serve_local(const char *uri,

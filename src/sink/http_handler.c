@@ -13,6 +13,7 @@
  */
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -67,6 +68,22 @@ static bool window_claim(const cprof__profile_def *def) {
     }
   }
   return false;
+}
+
+/* A fork child has none of the windows its parent's requests held open
+ * (their threads are not there): its own requests may open them. */
+static void windows_child_after_fork(void) {
+  for (size_t i = 0; i < WINDOW_SLOTS; i++)
+    atomic_store(&window_in_use[i], NULL);
+}
+
+static pthread_once_t windows_fork_once = PTHREAD_ONCE_INIT;
+static void windows_fork_init(void) {
+  pthread_atfork(NULL, NULL, windows_child_after_fork);
+}
+
+void cprof__http_handler_init(void) {
+  pthread_once(&windows_fork_once, windows_fork_init);
 }
 
 static void window_release(const cprof__profile_def *def) {
@@ -419,6 +436,52 @@ static void tree_one(const cprof__http_req *req, const cprof__profile_def *def,
   cprof__tree_free(c);
 }
 
+/* A tree's window as the root serves its own part: each slice of its
+ * wait also sends the request, for the seconds left, to the members that
+ * joined since it started, so a worker started during the window is in it
+ * for the time it lived. */
+typedef struct late_joiners {
+  const cprof__http_req *req; /* the client's request, its wait */
+  cprof__tree_call *call;
+  int64_t end_ns;             /* when the window ends */
+} late_joiners;
+
+/* uri with its seconds parameter set to secs (added when missing). */
+static int with_seconds(const char *uri, int64_t secs, cprof_buf *out) {
+  const char *q = strchr(uri, '?');
+  size_t plen = q ? (size_t)(q - uri) : strlen(uri);
+  int err = cprof__buf_append(out, uri, plen);
+  if (!err) err = cprof__buf_printf(out, "?seconds=%lld", (long long)secs);
+  for (const char *p = q ? q + 1 : NULL; p && *p && !err;) {
+    size_t len = strcspn(p, "&");
+    if (!(len >= 8 && memcmp(p, "seconds=", 8) == 0)) {
+      err = cprof__buf_append(out, "&", 1);
+      if (!err) err = cprof__buf_append(out, p, len);
+    }
+    p += len;
+    if (*p == '&') p++;
+  }
+  if (!err) err = cprof__buf_append(out, "", 1);
+  return err;
+}
+
+static bool late_joiners_wait(void *ctx, int ms) {
+  late_joiners *lj = ctx;
+  bool stay = lj->req->wait ? lj->req->wait(lj->req->wait_ctx, ms) : true;
+  if (!lj->req->wait) {
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+  }
+  int64_t left_s = (lj->end_ns - cprof__mono_ns() + 500000000) / 1000000000;
+  if (stay && left_s >= 1) {
+    cprof_buf uri = {0};
+    if (with_seconds(lj->req->uri, left_s, &uri) == 0)
+      cprof__tree_send_new(lj->call, (const char *)uri.data);
+    cprof_buf_free(&uri);
+  }
+  return stay;
+}
+
 /* Every process of the tree: the members' answers merged into this
  * process's own. pprof answers become one profile whose samples carry
  * their process's pid and name; text answers follow one another, each
@@ -430,7 +493,16 @@ static void tree_all(const cprof__http_opts *o, const cprof__http_req *req,
   cprof__tree_call *c = cprof__tree_send(req->uri, 0);
   cprof__http_opts mine = *o;
   mine.local = true;
-  serve_named(&mine, req, q, route, r);
+  const cprof__profile_def *def = cprof__http_find(route);
+  if (c && def && def->window) {
+    late_joiners lj = {req, c, start + budget_ns - TREE_SLACK_S * 1000000000LL};
+    cprof__http_req timed = *req;
+    timed.wait = late_joiners_wait;
+    timed.wait_ctx = &lj;
+    serve_named(&mine, &timed, q, route, r);
+  } else {
+    serve_named(&mine, req, q, route, r);
+  }
   if (!c) return;
   cprof__tree_reply *reps;
   size_t n;

@@ -261,7 +261,9 @@ void cprof__tree_free(cprof__tree_call *c) {
   cprof__free(c);
 }
 
-cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
+/* Makes the request message for uri; NULL when it is too long or there is
+ * no memory. */
+static ask *make_ask(const char *uri, size_t *msg_len) {
   size_t len = strlen(uri);
   ask *a = cprof__calloc(1, sizeof *a);
   if (!a || len >= sizeof a->uri) {
@@ -271,7 +273,58 @@ cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
   a->magic = ASK_MAGIC;
   a->len = (uint32_t)len;
   memcpy(a->uri, uri, len + 1);
-  size_t msg_len = offsetof(ask, uri) + len + 1;
+  *msg_len = offsetof(ask, uri) + len + 1;
+  return a;
+}
+
+/* Sends a to member m, adding a reply to c for it. Under tree_mu. */
+static void send_one(cprof__tree_call *c, const member *m, const ask *a,
+                     size_t msg_len) {
+  cprof__tree_reply *r = &c->replies[c->n];
+  r->who = m->info;
+  c->fds[c->n] = -1;
+  int sv[2];
+  cprof__fd_begin();
+  int rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+  if (rc == 0) c->fds[c->n] = cprof__fd_adopt(sv[0], CPROF__FD_ENDPOINT);
+  cprof__fd_end();
+  if (rc == 0) {
+    /* A member whose control channel is full (it hangs) is not waited
+     * for: its reply stays unanswered. */
+    if (send_with_fd(m->ctl, a, msg_len, sv[1], MSG_DONTWAIT) != 0) {
+      cprof__fd_close(c->fds[c->n]);
+      c->fds[c->n] = -1;
+    }
+    close(sv[1]);
+  }
+  c->n++;
+}
+
+size_t cprof__tree_send_new(cprof__tree_call *c, const char *uri) {
+  size_t msg_len;
+  ask *a = make_ask(uri, &msg_len);
+  if (!a) return 0;
+  size_t added = 0;
+  cprof__lock(&tree_mu);
+  for (size_t i = 0; is_root && i < nmembers && c->n < CPROF__TREE_MAX_MEMBERS;
+       i++) {
+    bool known = false;
+    for (size_t j = 0; j < c->n && !known; j++)
+      known = c->replies[j].who.pid == members[i].info.pid &&
+              c->replies[j].who.start_unix_ns == members[i].info.start_unix_ns;
+    if (known) continue;
+    send_one(c, &members[i], a, msg_len);
+    added++;
+  }
+  cprof__unlock(&tree_mu);
+  cprof__free(a);
+  return added;
+}
+
+cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
+  size_t msg_len;
+  ask *a = make_ask(uri, &msg_len);
+  if (!a) return NULL;
 
   cprof__tree_call *c = cprof__calloc(1, sizeof *c);
   size_t cap = CPROF__TREE_MAX_MEMBERS;
@@ -292,24 +345,7 @@ cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
   cprof__lock(&tree_mu);
   for (size_t i = 0; is_root && i < nmembers; i++) {
     if (only > 0 && members[i].info.pid != only) continue;
-    cprof__tree_reply *r = &c->replies[c->n];
-    r->who = members[i].info;
-    c->fds[c->n] = -1;
-    int sv[2];
-    cprof__fd_begin();
-    int rc = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
-    if (rc == 0) c->fds[c->n] = cprof__fd_adopt(sv[0], CPROF__FD_ENDPOINT);
-    cprof__fd_end();
-    if (rc == 0) {
-      /* A member whose control channel is full (it hangs) is not waited
-       * for: its reply stays unanswered. */
-      if (send_with_fd(members[i].ctl, a, msg_len, sv[1], MSG_DONTWAIT) != 0) {
-        cprof__fd_close(c->fds[c->n]);
-        c->fds[c->n] = -1;
-      }
-      close(sv[1]);
-    }
-    c->n++;
+    send_one(c, &members[i], a, msg_len);
   }
   cprof__unlock(&tree_mu);
   cprof__free(a);

@@ -74,6 +74,11 @@ typedef struct cprof__tree_call cprof__tree_call;
  * Returns NULL when there is nobody to send to (or no memory). */
 CPROF__HIDDEN cprof__tree_call *cprof__tree_send(const char *uri, pid_t only);
 
+/* Sends uri to the members that joined since c was sent (a window's
+ * late joiners, with the time left of it); returns how many. */
+CPROF__HIDDEN size_t cprof__tree_send_new(cprof__tree_call *c,
+                                          const char *uri);
+
 /* Reads the answers until all are in or deadline_ns (CLOCK_MONOTONIC)
  * passes; *replies (n of them, one per member sent to) stay valid until
  * cprof__tree_free. */

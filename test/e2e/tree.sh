@@ -13,8 +13,8 @@
 #     per worker;
 #   - a worker killed (SIGKILL) during a 3 s window: the answer comes
 #     within 3 + 2 s and its comment names the lost worker;
-#   - a worker that exits normally during a window is in it for the time
-#     it lived;
+#   - a worker that exits normally during a window, and one started
+#     during a window, are in it for the time they lived;
 #   - processes?dump=1 without dumps configured: 409;
 #   - the tree's channels are socketpairs: the master listens on no unix
 #     socket (nothing another user could connect to).
@@ -135,17 +135,40 @@ echo "a worker killed during a 3 s window: the answer took $took ms"
 pprof -raw "$TMP/lost.pb.gz" >"$TMP/lost.raw"
 expect_match "$TMP/lost.raw" "cprof tree: pid $w1 \(plain_forks\) gave no answer" "the comment names the lost worker"
 
+# A worker started during a window: it is sent the window's time left, and
+# is in the profile for the time it lived (about 2 s of its CPU).
+(sleep 1; kill -USR2 "$master") &
+curl -sf -o "$TMP/started.pb.gz" "$url/profile?seconds=3" || fail "profile?seconds=3 with a worker started failed"
+w2=$(awk '$1 == "worker2" { print $2 }' "$TMP/server.out")
+[ -n "$w2" ] || fail "the master started no third worker"
+track "$w2"
+# What it used since it started, the window's last ~2 s and the moment
+# since the answer: cprof's share of it must be most of it.
+lived=$(stat_cpu_ms "$w2")
+born_ms=$(pprof -top -unit=ms -tagfocus="pid=$w2" "$TMP/started.pb.gz" 2>/dev/null |
+  sed -nE 's/^Showing nodes accounting for ([0-9.]+)ms, .*/\1/p')
+echo "a worker started 1 s into a 3 s window: ${born_ms:-0} ms of its CPU in the tree's profile, $lived ms in /proc/$w2/stat"
+awk -v m="${born_ms:-0}" -v l="$lived" 'BEGIN { exit !(m > 0 && m >= 0.6 * l) }' ||
+  fail "the worker started during the window has ${born_ms:-0} ms in the profile, not most of the $lived ms it used"
+checks=$((checks + 1))
+echo "ok: a worker started during the window is in it for the time it lived"
+
 # A worker that exits normally during a window: its part comes, for the
 # time it lived (about 1 s of its CPU).
+w0_before=$(stat_cpu_ms "$w0")
 (sleep 1; kill -TERM "$w0") &
 curl -sf -o "$TMP/ended.pb.gz" "$url/profile?seconds=3" || fail "profile?seconds=3 with a worker exiting failed"
 pprof -raw "$TMP/ended.pb.gz" >"$TMP/ended.raw"
 expect_no_match "$TMP/ended.raw" "cprof tree: pid $w0 " "a worker that exited during the window is not named as lost"
+# What it used from the window's start to its exit (it prints its CPU
+# time as it exits).
+w0_exit=$(awk -v p="$w0" '$1 == "exit" && $2 == p { print $4 }' "$TMP/server.out")
+lived=$(( ${w0_exit:-0} - w0_before ))
 lived_ms=$(pprof -top -unit=ms -tagfocus="pid=$w0" "$TMP/ended.pb.gz" 2>/dev/null |
   sed -nE 's/^Showing nodes accounting for ([0-9.]+)ms, .*/\1/p')
-echo "a worker that exited 1 s into a 3 s window: ${lived_ms:-0} ms of its CPU in the tree's profile"
-awk -v m="${lived_ms:-0}" 'BEGIN { exit !(m >= 500) }' ||
-  fail "the exited worker has ${lived_ms:-0} ms in the profile, not the ~1 s it lived"
+echo "a worker that exited 1 s into a 3 s window: ${lived_ms:-0} ms of its CPU in the tree's profile, $lived ms by its own clock"
+awk -v m="${lived_ms:-0}" -v l="$lived" 'BEGIN { exit !(m > 0 && m >= 0.6 * l) }' ||
+  fail "the exited worker has ${lived_ms:-0} ms in the profile, not most of the $lived ms it used"
 checks=$((checks + 1))
 echo "ok: a worker that exited during the window is in it for the time it lived"
 

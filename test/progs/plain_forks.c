@@ -9,9 +9,10 @@
  *                            master burns in master_burn before (0.1 s)
  *                            and after (0.2 s) the forks, waits, exits
  *   plain_forks server S     a master that forks two workers and idles
- *                            while they serve: each burns CPU in its own
- *                            function (alpha_worker_burn,
- *                            beta_worker_burn) and allocates, for S
+ *                            while they serve (and a third on SIGUSR2):
+ *                            each burns CPU in its own function
+ *                            (alpha_worker_burn, beta_worker_burn; the
+ *                            third beta's) and allocates, for S
  *                            seconds of wall time or until it is sent
  *                            SIGTERM; the master waits for both, and on
  *                            SIGTERM passes it on; it stays up, once they
@@ -95,10 +96,14 @@ static int reap(pid_t pid) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static volatile sig_atomic_t server_stop;
+static volatile sig_atomic_t server_stop, server_more;
 static void on_server_term(int sig) {
   (void)sig;
   server_stop = 1;
+}
+static void on_server_usr2(int sig) {
+  (void)sig;
+  server_more = 1;
 }
 
 static double wall_now(void) {
@@ -113,9 +118,16 @@ static int mode_server(double seconds) {
   sa.sa_handler = on_server_term;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGTERM, &sa, NULL);
+  sa.sa_handler = on_server_usr2;
+  sigaction(SIGUSR2, &sa, NULL);
   say_pid("master");
-  pid_t w[2];
-  for (int i = 0; i < 2; i++) {
+  pid_t w[3] = {-1, -1, -1};
+  for (int i = 0; i < 3; i++) {
+    if (i == 2) {
+      /* A third worker, started on SIGUSR2 while the others run. */
+      while (!server_more && !server_stop) usleep(10000);
+      if (server_stop) break;
+    }
     w[i] = fork();
     if (w[i] == 0) {
       printf("worker%d %d\n", i, (int)getpid());
@@ -129,24 +141,25 @@ static int mode_server(double seconds) {
         kept = malloc(65536 + (size_t)i);
         free(kept);
       }
+      printf("exit %d cpu_ms %.0f\n", (int)getpid(), cpu_now() * 1000);
+      fflush(stdout);
       exit(0);
     }
   }
   /* The master idles, as a pre-fork server's does, until its workers are
    * gone and then until SIGTERM or the end of its time. */
   double master_end = wall_now() + seconds;
-  int left = 2, bad = 0;
+  int left = w[2] > 0 ? 3 : 2, bad = 0;
   bool passed_on = false;
   while (left > 0) {
+    if (server_stop && !passed_on) {
+      for (int i = 0; i < 3; i++)
+        if (w[i] > 0) kill(w[i], SIGTERM);
+      passed_on = true;
+    }
     int status;
     pid_t p = waitpid(-1, &status, 0);
-    if (p < 0) {
-      if (server_stop && !passed_on) {
-        for (int i = 0; i < 2; i++) kill(w[i], SIGTERM);
-        passed_on = true;
-      }
-      continue;
-    }
+    if (p < 0) continue;
     left--;
     bad |= !WIFEXITED(status) && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   }
