@@ -768,6 +768,15 @@ static void serve_index(cprof__http_resp *r) {
                       "<a href=\"goroutine?debug=2\">full goroutine stack "
                       "dump</a>\n");
   cprof__buf_printf(b, "<br>\n<a href=\"ui/\">flame graph viewer</a>\n");
+  /* A process tree's root (docs/processes.md): its profiles cover the
+   * members too. */
+  size_t members = cprof__tree_members(NULL, 0);
+  if (members)
+    cprof__buf_printf(b,
+                      "<br>\n<a href=\"processes\">%zu processes</a>: this "
+                      "one and the %zu it forked; every profile covers them "
+                      "all, ?pid=N one\n",
+                      members + 1, members);
   cprof__buf_printf(b, "<br>\n<p>\nProfile Descriptions:\n<ul>\n");
   for (size_t i = 0; i < n; i++) {
     cprof__buf_printf(b, "<li><div class=profile-name>");

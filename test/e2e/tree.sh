@@ -56,6 +56,9 @@ expect_match "$TMP/processes" "^$master	.*	root	" "processes: the master is the 
 expect_match "$TMP/processes" "^$w0	$master	.*	member	" "processes: worker $w0 is a member, its parent the master"
 expect_match "$TMP/processes" "^$w1	$master	.*	member	" "processes: worker $w1 is a member"
 
+curl -sf "$url/" >"$TMP/index.html" || fail "the index failed"
+expect_match "$TMP/index.html" '^<a href="processes">3 processes</a>: this one and the 2 it forked' "the index names the tree's processes"
+
 # stat_cpu_ms PID: utime + stime, in ms.
 tick=$(getconf CLK_TCK)
 stat_cpu_ms() { awk -v t="$tick" '{ print ($14 + $15) * 1000 / t }' "/proc/$1/stat"; }
