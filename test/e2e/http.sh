@@ -241,7 +241,7 @@ stop_server "$UPID" unix
 
 # --- the index in headless Chromium: every link answers 200
 if command -v chromium >/dev/null; then
-  chrome=(timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic
+  chrome=(unlimited timeout 60 chromium --headless --no-sandbox --disable-gpu --disable-quic
     --no-first-run --disable-background-networking --disable-component-update
     --disable-sync --disable-dev-shm-usage --user-data-dir="$(mktemp -d "$TMP/chrome.XXXX")")
   "${chrome[@]}" --dump-dom "$B/" >"$TMP/dom.html" 2>"$TMP/chrome.log" || { tail "$TMP/chrome.log"; fail "chromium could not load the index"; }

@@ -19,6 +19,11 @@ trap 'rm -rf "$work"' EXIT
 # the scratch directory, and pin the time zone the Time lines are shown in.
 export HOME="$work" PPROF_TMPDIR="$work" TZ=UTC
 
+# go lifts the soft address-space limit of make test-matrix's ulimit-v row
+# for itself, as test/e2e/lib.bash's does: the limit is for the program
+# under test.
+go() { (ulimit -S -v "$(ulimit -H -v)" 2>/dev/null; command go "$@"); }
+
 if ! command -v go >/dev/null 2>&1; then
   echo "pprof_golden: go is not installed; it provides go tool pprof" >&2
   exit 1

@@ -23,7 +23,7 @@ mkdir -p "$TMP/go"
 go build -o "$TMP/gopprof" "$CPROF_SRC/test/progs/gopprof/main.go" || fail "go build gopprof"
 # Without async preemption: on a loaded machine its signal handler frame,
 # runtime.asyncPreempt, would take the leaf of many burnAlpha samples.
-GODEBUG=asyncpreemptoff=1 "$TMP/gopprof" "$TMP/go" || fail "gopprof did not run"
+GODEBUG=asyncpreemptoff=1 unlimited "$TMP/gopprof" "$TMP/go" || fail "gopprof did not run"
 ok "Go wrote $(ls "$TMP/go" | tr '\n' ' ')"
 
 # --- profiles written by cprof
