@@ -27,7 +27,7 @@
 
 /* What the root sends its members for a dump of their own (dump.c);
  * their endpoint's handler answers it by dumping. */
-#define TREE_DUMP_URI "/debug/pprof/processes?dump=1"
+#define CPROF__TREE_DUMP_URI "/debug/pprof/processes?dump=1"
 
 /* The members one root keeps; more are turned away. */
 #define CPROF__TREE_MAX_MEMBERS 256
