@@ -15,6 +15,7 @@
 
 #include "base/mem.h"
 #include "encode/pprof.h"
+#include "encode/pprof_wire.h"
 
 /* The sink sees the profile in pieces of this size (the last may be
  * shorter), which keeps sink calls rare without holding much output. */
@@ -23,27 +24,6 @@
 /* Strings longer than a quarter block get a block of their own, so one long
  * string never strands most of a shared block. */
 #define ARENA_BLOCK (64 * 1024)
-
-enum { WIRE_VARINT = 0, WIRE_LEN = 2 };
-
-/* The field numbers of Profile, from profile.proto. */
-enum {
-  PROFILE_SAMPLE_TYPE = 1,
-  PROFILE_SAMPLE = 2,
-  PROFILE_MAPPING = 3,
-  PROFILE_LOCATION = 4,
-  PROFILE_FUNCTION = 5,
-  PROFILE_STRING_TABLE = 6,
-  PROFILE_DROP_FRAMES = 7,
-  PROFILE_KEEP_FRAMES = 8,
-  PROFILE_TIME_NANOS = 9,
-  PROFILE_DURATION_NANOS = 10,
-  PROFILE_PERIOD_TYPE = 11,
-  PROFILE_PERIOD = 12,
-  PROFILE_COMMENT = 13,
-  PROFILE_DEFAULT_SAMPLE_TYPE = 14,
-  PROFILE_DOC_URL = 15,
-};
 
 typedef struct arena_block {
   struct arena_block *next;
@@ -154,16 +134,6 @@ static void write_out(cprof__pprof *p, const void *data, size_t n) {
 /* Encoding into a buffer. Each helper is a no-op once an error is latched,
  * so callers can encode a whole message and check once. */
 
-static size_t varint_encode(unsigned char *dst, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    dst[n++] = (unsigned char)(v | 0x80);
-    v >>= 7;
-  }
-  dst[n++] = (unsigned char)v;
-  return n;
-}
-
 static size_t varint_size(uint64_t v) {
   size_t n = 1;
   while (v >= 0x80) {
@@ -182,7 +152,7 @@ static void put_bytes(cprof__pprof *p, cprof_buf *b, const void *data,
 
 static void put_varint(cprof__pprof *p, cprof_buf *b, uint64_t v) {
   unsigned char tmp[10];
-  put_bytes(p, b, tmp, varint_encode(tmp, v));
+  put_bytes(p, b, tmp, cprof__varint_encode(tmp, v));
 }
 
 static void put_tag(cprof__pprof *p, cprof_buf *b, int field, int wire) {
@@ -232,8 +202,8 @@ static void put_packed(cprof__pprof *p, cprof_buf *b, int field,
 /* Sends the top-level message in p->msg as Profile field `field`. */
 static void emit_msg(cprof__pprof *p, int field) {
   unsigned char head[20];
-  size_t n = varint_encode(head, ((uint64_t)field << 3) | WIRE_LEN);
-  n += varint_encode(head + n, p->msg.len);
+  size_t n = cprof__varint_encode(head, ((uint64_t)field << 3) | WIRE_LEN);
+  n += cprof__varint_encode(head + n, p->msg.len);
   write_out(p, head, n);
   write_out(p, p->msg.data, p->msg.len);
   p->msg.len = 0;

@@ -23,33 +23,13 @@
 #include "base/mem.h"
 #include "base/rng.h"
 #include "encode/pprof_merge.h"
+#include "encode/pprof_wire.h"
 
 /* The compressor's output goes to the caller's buffer in pieces of this
  * size. */
 #define ZOUT_CAP (32 * 1024)
 /* Writes are gathered into pieces of up to this size before deflate. */
 #define ZIN_CAP (16 * 1024)
-
-enum { WIRE_VARINT = 0, WIRE_I64 = 1, WIRE_LEN = 2, WIRE_I32 = 5 };
-
-/* The field numbers of Profile, from profile.proto. */
-enum {
-  PROFILE_SAMPLE_TYPE = 1,
-  PROFILE_SAMPLE = 2,
-  PROFILE_MAPPING = 3,
-  PROFILE_LOCATION = 4,
-  PROFILE_FUNCTION = 5,
-  PROFILE_STRING_TABLE = 6,
-  PROFILE_DROP_FRAMES = 7,
-  PROFILE_KEEP_FRAMES = 8,
-  PROFILE_TIME_NANOS = 9,
-  PROFILE_DURATION_NANOS = 10,
-  PROFILE_PERIOD_TYPE = 11,
-  PROFILE_PERIOD = 12,
-  PROFILE_COMMENT = 13,
-  PROFILE_DEFAULT_SAMPLE_TYPE = 14,
-  PROFILE_DOC_URL = 15,
-};
 
 /* The three kinds of definition whose ids are renumbered. */
 enum { K_MAPPING, K_LOCATION, K_FUNCTION, K_COUNT };
@@ -238,19 +218,9 @@ static void put_bytes(merger *m, cprof_buf *b, const void *data, size_t n) {
   if (!m->nomem && cprof__buf_append(b, data, n)) m->nomem = true;
 }
 
-static size_t varint_encode(unsigned char *dst, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    dst[n++] = (unsigned char)(v | 0x80);
-    v >>= 7;
-  }
-  dst[n++] = (unsigned char)v;
-  return n;
-}
-
 static void put_varint(merger *m, cprof_buf *b, uint64_t v) {
   unsigned char tmp[10];
-  put_bytes(m, b, tmp, varint_encode(tmp, v));
+  put_bytes(m, b, tmp, cprof__varint_encode(tmp, v));
 }
 
 static void put_tag(merger *m, cprof_buf *b, uint32_t num, int wire) {
@@ -347,8 +317,8 @@ static int out_finish(merger *m) {
 static int emit_msg(merger *m, uint32_t num) {
   if (m->nomem) return nomem(m);
   unsigned char head[20];
-  size_t n = varint_encode(head, ((uint64_t)num << 3) | WIRE_LEN);
-  n += varint_encode(head + n, m->msg.len);
+  size_t n = cprof__varint_encode(head, ((uint64_t)num << 3) | WIRE_LEN);
+  n += cprof__varint_encode(head + n, m->msg.len);
   int err = out_write(m, head, n);
   if (!err) err = out_write(m, m->msg.data, m->msg.len);
   m->msg.len = 0;
