@@ -53,6 +53,38 @@ go() { unlimited go "$@"; }
 node() { unlimited node "$@"; }
 chromium() { unlimited chromium "$@"; }
 
+# free_port: a TCP port free on loopback now.
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# stat_cpu_ms PID: the process's CPU time (utime + stime), in ms, from
+# /proc/PID/stat.
+stat_cpu_ms() {
+  awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$1/stat"
+}
+
+# tree_wait URL PID...: waits (at most 10 s) until the process tree behind
+# URL (its /debug/pprof base) lists every PID as a member; leaves the
+# listing in $TMP/processes and prints it.
+tree_wait() {
+  local url=$1 p all
+  shift
+  for _ in $(seq 100); do
+    all=1
+    curl -sf "$url/processes" >"$TMP/processes" 2>/dev/null || all=0
+    for p in "$@"; do grep -q "^$p	" "$TMP/processes" || all=0; done
+    [ "$all" = 1 ] && break
+    sleep 0.1
+  done
+  cat "$TMP/processes"
+}
+
+# pid_share PROFILE PID: the share (%) of PROFILE's samples labelled
+# pid=PID (a process tree's profile, docs/processes.md).
+pid_share() {
+  pprof -top -tagfocus="pid=$2" "$1" 2>/dev/null |
+    sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'
+}
+
 # pprof ARGS...: the reference reader, with its output captured in the
 # caller's redirection; stderr goes along so errors show up in checks.
 pprof() {

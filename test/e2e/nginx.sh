@@ -8,6 +8,7 @@
 # sampled CPU time must match what /proc/PID/stat counts for them (read
 # just before they are told to stop) within 5%.
 source "$(dirname "$0")/lib.bash"
+source "$(dirname "$0")/nginx_lib.bash"
 cprof=$CPROF_BUILD/cprof
 plain=$CPROF_BUILD/test/progs/plain_forks
 command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
@@ -15,56 +16,18 @@ command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh install
 if tsan_build "$plain"; then
   skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
 fi
-rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 # nginx's processes end by exit() without freeing what they hold.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$TMP/www"
-head -c 3000 /dev/urandom | base64 >"$TMP/www/index.html"
-cat >"$TMP/nginx.conf" <<EOF
-worker_processes 2;
-master_process on;
-daemon off;
-pid $TMP/nginx.pid;
-error_log $TMP/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/body;
-  proxy_temp_path $TMP/proxy;
-  fastcgi_temp_path $TMP/fastcgi;
-  uwsgi_temp_path $TMP/uwsgi;
-  scgi_temp_path $TMP/scgi;
-  server {
-    listen 127.0.0.1:$port;
-    root $TMP/www;
-  }
-}
-EOF
-
-LD_PRELOAD="$rt" "$cprof" run --dump cpu,heap --dump-out "$TMP/run.log" -- \
-  nginx -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
-runner=$!
-track "$runner"
-workers=()
-for _ in $(seq 100); do
-  if [ -s "$TMP/nginx.pid" ]; then
-    master=$(cat "$TMP/nginx.pid")
-    mapfile -t workers < <(pgrep -P "$master" || true)
-    [ "${#workers[@]}" -eq 2 ] && break
-  fi
-  sleep 0.1
-done
-[ "${#workers[@]}" -eq 2 ] || { cat "$TMP/nginx.out" "$TMP/error.log" 2>/dev/null; fail "nginx did not start a master and two workers"; }
+port=$(free_port)
+nginx_start "$port" --dump cpu,heap --dump-out "$TMP/run.log"
 echo "master $master, workers ${workers[*]}"
 
 wrk -t1 -c16 -d4s "http://127.0.0.1:$port/" >"$TMP/wrk.txt"
 expect_match "$TMP/wrk.txt" 'Requests/sec' "wrk loaded nginx"
-tck=$(getconf CLK_TCK)
 proc_ms=0
 for w in "${workers[@]}"; do
-  ms=$(awk -v t="$tck" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$w/stat")
+  ms=$(stat_cpu_ms "$w")
   echo "worker $w: $ms ms of CPU in /proc/$w/stat"
   proc_ms=$((proc_ms + ms))
 done

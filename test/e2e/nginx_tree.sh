@@ -15,72 +15,27 @@
 #     the master's blocks and each worker's (Reason: tree); so does
 #     processes?dump=1.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
+source "$(dirname "$0")/nginx_lib.bash"
 plain=$CPROF_BUILD/test/progs/plain_forks
 command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
 command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh installs it)"
 if tsan_build "$plain"; then
   skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
 fi
-rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 # nginx's processes end by exit() without freeing what they hold.
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 port=$(free_port)
 cport=$(free_port)
 url=http://127.0.0.1:$cport/debug/pprof
-mkdir -p "$TMP/www"
-head -c 3000 /dev/urandom | base64 >"$TMP/www/index.html"
-cat >"$TMP/nginx.conf" <<EOF
-worker_processes 2;
-master_process on;
-daemon off;
-pid $TMP/nginx.pid;
-error_log $TMP/error.log notice;
-events { worker_connections 256; }
-http {
-  access_log off;
-  client_body_temp_path $TMP/body;
-  proxy_temp_path $TMP/proxy;
-  fastcgi_temp_path $TMP/fastcgi;
-  uwsgi_temp_path $TMP/uwsgi;
-  scgi_temp_path $TMP/scgi;
-  server {
-    listen 127.0.0.1:$port;
-    root $TMP/www;
-  }
-}
-EOF
-
-LD_PRELOAD="$rt" "$cprof" run --http "127.0.0.1:$cport" --dump cpu --dump-signals RTMIN+4 \
-  --dump-out "$TMP/run.log" -- nginx -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
-runner=$!
-track "$runner"
-workers=()
-for _ in $(seq 100); do
-  if [ -s "$TMP/nginx.pid" ]; then
-    master=$(cat "$TMP/nginx.pid")
-    mapfile -t workers < <(pgrep -P "$master" || true)
-    [ "${#workers[@]}" -eq 2 ] && break
-  fi
-  sleep 0.1
-done
-[ "${#workers[@]}" -eq 2 ] || { cat "$TMP/nginx.out" "$TMP/error.log" 2>/dev/null; fail "nginx did not start a master and two workers"; }
+nginx_start "$port" --http "127.0.0.1:$cport" --dump cpu --dump-signals RTMIN+4 \
+  --dump-out "$TMP/run.log"
 w0=${workers[0]}
 w1=${workers[1]}
 echo "master $master, workers $w0 $w1"
-for _ in $(seq 100); do
-  curl -sf "$url/processes" >"$TMP/processes" 2>/dev/null &&
-    grep -q "^$w0	" "$TMP/processes" && grep -q "^$w1	" "$TMP/processes" && break
-  sleep 0.1
-done
-cat "$TMP/processes"
+tree_wait "$url" "$w0" "$w1"
 expect_match "$TMP/processes" "^$w0	$master	.*	member	nginx\$" "processes: worker $w0 is a member"
 expect_match "$TMP/processes" "^$w1	$master	.*	member	nginx\$" "processes: worker $w1 is a member"
-
-tck=$(getconf CLK_TCK)
-stat_cpu_ms() { awk -v t="$tck" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$1/stat"; }
 
 wrk -t1 -c16 -d6s "http://127.0.0.1:$port/" >"$TMP/wrk.txt" &
 wrk=$!
@@ -96,12 +51,8 @@ expect_match "$TMP/wrk.txt" 'Requests/sec' "wrk loaded nginx"
 
 pprof -top -unit=ms "$TMP/cpu.pb.gz" >"$TMP/cpu.top"
 total_ms=$(sed -nE 's/.*Total samples = ([0-9.]+)ms .*/\1/p' "$TMP/cpu.top")
-share() { # PID: the share (%) of the samples labelled pid=PID
-  pprof -top -tagfocus="pid=$1" "$TMP/cpu.pb.gz" 2>/dev/null |
-    sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'
-}
-s0=$(share "$w0")
-s1=$(share "$w1")
+s0=$(pid_share "$TMP/cpu.pb.gz" "$w0")
+s1=$(pid_share "$TMP/cpu.pb.gz" "$w1")
 wall_ms=$(((t1 - t0) / 1000000))
 proc_ms=$((after - before))
 want_ms=$(awk -v p="$proc_ms" -v w="$wall_ms" 'BEGIN { printf "%d", p * 3000 / w }')

@@ -29,7 +29,7 @@ if tsan_build "$plain"; then
 fi
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 url=http://127.0.0.1:$port/debug/pprof
 LD_PRELOAD="$rt" "$cprof" run --http "127.0.0.1:$port" -- "$plain" server 30 >"$TMP/server.out" 2>"$TMP/server.err" &
 runner=$!
@@ -46,12 +46,7 @@ track "$w0"
 track "$w1"
 echo "master $master, workers $w0 $w1"
 
-for _ in $(seq 100); do
-  curl -sf "$url/processes" >"$TMP/processes" 2>/dev/null &&
-    grep -q "^$w0	" "$TMP/processes" && grep -q "^$w1	" "$TMP/processes" && break
-  sleep 0.1
-done
-cat "$TMP/processes"
+tree_wait "$url" "$w0" "$w1"
 expect_match "$TMP/processes" "^$master	.*	root	" "processes: the master is the root"
 expect_match "$TMP/processes" "^$w0	$master	.*	member	" "processes: worker $w0 is a member, its parent the master"
 expect_match "$TMP/processes" "^$w1	$master	.*	member	" "processes: worker $w1 is a member"
@@ -59,9 +54,6 @@ expect_match "$TMP/processes" "^$w1	$master	.*	member	" "processes: worker $w1 i
 curl -sf "$url/" >"$TMP/index.html" || fail "the index failed"
 expect_match "$TMP/index.html" '^<a href="processes">3 processes</a>: this one and the 2 it forked' "the index names the tree's processes"
 
-# stat_cpu_ms PID: utime + stime, in ms.
-tick=$(getconf CLK_TCK)
-stat_cpu_ms() { awk -v t="$tick" '{ print ($14 + $15) * 1000 / t }' "/proc/$1/stat"; }
 
 before=$(($(stat_cpu_ms "$w0") + $(stat_cpu_ms "$w1")))
 t0=$(date +%s%N)
@@ -70,12 +62,8 @@ t1=$(date +%s%N)
 after=$(($(stat_cpu_ms "$w0") + $(stat_cpu_ms "$w1")))
 pprof -top "$TMP/cpu.pb.gz" >"$TMP/cpu.top"
 total_ms=$(sed -nE 's/^Duration: .*Total samples = ([0-9.]+)(m?s) .*/\1 \2/p' "$TMP/cpu.top" | awk '{ print ($2 == "s" ? $1 * 1000 : $1) }')
-share() { # PID: the share (%) of the samples labelled pid=PID
-  pprof -top -tagfocus="pid=$1" "$TMP/cpu.pb.gz" 2>/dev/null |
-    sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'
-}
-s0=$(share "$w0")
-s1=$(share "$w1")
+s0=$(pid_share "$TMP/cpu.pb.gz" "$w0")
+s1=$(pid_share "$TMP/cpu.pb.gz" "$w1")
 wall_ms=$(((t1 - t0) / 1000000))
 proc_ms=$((after - before))
 want_ms=$(awk -v p="$proc_ms" -v w="$wall_ms" 'BEGIN { printf "%d", p * 2000 / w }')

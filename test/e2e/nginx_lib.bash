@@ -1,0 +1,50 @@
+# Shared by the end-to-end tests that run Debian's nginx (nginx-light), a
+# master and two workers, under `cprof run` (nginx.sh, nginx_tree.sh).
+# Source after lib.bash.
+
+# nginx_start PORT CPROF_RUN_ARGS...: writes $TMP/nginx.conf (the workers
+# listening on 127.0.0.1:PORT, its pid, logs and temporary files in $TMP,
+# the error log at notice level), starts nginx under `cprof run ARGS --`
+# in the background (tracked) and waits for the master and both workers:
+# sets runner, master and workers (an array).
+nginx_start() {
+  local port=$1 rt
+  shift
+  rt=$(preload_env "$CPROF_BUILD/test/progs/plain_forks" | sed 's#[^ ]*libcprof\.so##')
+  mkdir -p "$TMP/www"
+  head -c 3000 /dev/urandom | base64 >"$TMP/www/index.html"
+  cat >"$TMP/nginx.conf" <<CONF
+worker_processes 2;
+master_process on;
+daemon off;
+pid $TMP/nginx.pid;
+error_log $TMP/error.log notice;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path $TMP/body;
+  proxy_temp_path $TMP/proxy;
+  fastcgi_temp_path $TMP/fastcgi;
+  uwsgi_temp_path $TMP/uwsgi;
+  scgi_temp_path $TMP/scgi;
+  server {
+    listen 127.0.0.1:$port;
+    root $TMP/www;
+  }
+}
+CONF
+  LD_PRELOAD="$rt" "$CPROF_BUILD/cprof" run "$@" -- \
+    nginx -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
+  runner=$!
+  track "$runner"
+  workers=()
+  for _ in $(seq 100); do
+    if [ -s "$TMP/nginx.pid" ]; then
+      master=$(cat "$TMP/nginx.pid")
+      mapfile -t workers < <(pgrep -P "$master" || true)
+      [ "${#workers[@]}" -eq 2 ] && break
+    fi
+    sleep 0.1
+  done
+  [ "${#workers[@]}" -eq 2 ] || { cat "$TMP/nginx.out" "$TMP/error.log" 2>/dev/null; fail "nginx did not start a master and two workers"; }
+}
