@@ -20,20 +20,32 @@ wait_for() { # FILE REGEX
   fail "timed out waiting for /$2/ in $1"
 }
 reasons() { grep '^Reason: ' "$1" | sort | uniq -c | awk '{ printf "%s x%d; ", $3, $1 }'; }
+# start NAME SIGNALS MODE ARG: runs dump_host MODE ARG with a threadcreate
+# dump into $TMP/NAME.log and CPROF_DUMP_SIGNALS=SIGNALS ("-": unset), in
+# the background (tracked), and waits until it is ready; sets pid.
+start() {
+  local env=(CPROF_DUMP=threadcreate CPROF_DUMP_OUT="$TMP/$1.log")
+  [ "$2" != - ] && env+=(CPROF_DUMP_SIGNALS="$2")
+  env "${env[@]}" "$host" "$3" "$4" >"$TMP/$1.out" 2>"$TMP/$1.err" &
+  pid=$!
+  track $pid
+  wait_for "$TMP/$1.out" '^ready$'
+}
+# ended: waits for the program started last; sets status.
+ended() {
+  status=0
+  wait $pid || status=$?
+}
 
 # ThreadSanitizer defers a handler to the end of the interrupted call; the
 # program's sleeps end every 10 ms, so every case below still works there.
 
 # 1. The program's own SIGUSR1 handler, dump signals left as they are.
-CPROF_DUMP=threadcreate CPROF_DUMP_OUT="$TMP/own.log" "$host" own-usr1 2 >"$TMP/own.out" 2>"$TMP/own.err" &
-pid=$!
-track $pid
-wait_for "$TMP/own.out" '^ready$'
+start own - own-usr1 2
 kill -USR1 $pid
 sleep 0.2
 kill -USR1 $pid
-status=0
-wait $pid || status=$?
+ended
 echo "own SIGUSR1 handler: status $status, $(cat "$TMP/own.out" | tr '\n' ' '); reasons: $(reasons "$TMP/own.log")"
 [ "$status" -eq 0 ] || { cat "$TMP/own.err"; fail "own SIGUSR1 handler: status $status"; }
 expect_match "$TMP/own.out" '^usr1 handled 2$' "the program's own SIGUSR1 handler ran for both signals"
@@ -47,25 +59,16 @@ echo "ok: cprof said once that SIGUSR1 is the program's"
 
 # 2. SIGUSR2 chosen: it dumps, the program's SIGUSR1 stays its own and
 # nothing is said about it. Through cprof run's flag too.
-run_usr2() { # NAME CMD...
-  local name=$1
-  shift
-  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" &
-  pid=$!
-  track $pid
-  wait_for "$TMP/$name.out" '^ready$'
-  kill -USR2 $pid
-  wait_for "$TMP/$name.log" '^Reason: SIGUSR2$'
-  kill -USR1 $pid
-  status=0
-  wait $pid || status=$?
-  echo "$name: status $status, $(tr '\n' ' ' <"$TMP/$name.out"); reasons: $(reasons "$TMP/$name.log")"
-  [ "$status" -eq 0 ] || { cat "$TMP/$name.err"; fail "$name: status $status"; }
-  expect_match "$TMP/$name.out" '^usr1 handled 1$' "$name: the program's SIGUSR1 handler ran"
-  expect_match "$TMP/$name.log" '^Reason: exit$' "$name: the exit dump follows"
-  expect_no_match "$TMP/$name.err" 'no longer dumps' "$name: nothing said about SIGUSR1, which is not a dump signal"
-}
-CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=USR2 CPROF_DUMP_OUT="$TMP/usr2.log" run_usr2 usr2 "$host" own-usr1 1
+start usr2 USR2 own-usr1 1
+kill -USR2 $pid
+wait_for "$TMP/usr2.log" '^Reason: SIGUSR2$'
+kill -USR1 $pid
+ended
+echo "usr2: status $status, $(tr '\n' ' ' <"$TMP/usr2.out"); reasons: $(reasons "$TMP/usr2.log")"
+[ "$status" -eq 0 ] || { cat "$TMP/usr2.err"; fail "usr2: status $status"; }
+expect_match "$TMP/usr2.out" '^usr1 handled 1$' "usr2: the program's SIGUSR1 handler ran"
+expect_match "$TMP/usr2.log" '^Reason: exit$' "usr2: the exit dump follows"
+expect_no_match "$TMP/usr2.err" 'no longer dumps' "usr2: nothing said about SIGUSR1, which is not a dump signal"
 if tsan_build "$host"; then
   skip_check "cprof run --dump-signals: the TSan build cannot preload (lib.bash)"
 else
@@ -79,49 +82,36 @@ else
   kill -USR2 $pid
   wait_for "$TMP/run.log" '^Reason: SIGUSR2$'
   kill -TERM $pid
-  status=0
-  wait $pid || status=$?
+  ended
   echo "cprof run --dump-signals SIGUSR2, sleep: status $status; reasons: $(reasons "$TMP/run.log")"
   [ "$status" -eq 143 ] || { cat "$TMP/run.err"; fail "cprof run: status $status, want 143"; }
   expect_no_match "$TMP/run.log" '^Reason: SIGTERM$' "cprof run --dump-signals SIGUSR2: SIGTERM, not listed, is sleep's own"
 fi
 
 # 3. A real-time signal.
-CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=TERM,RTMIN+5 CPROF_DUMP_OUT="$TMP/rt.log" "$host" sleep 20 >"$TMP/rt.out" 2>"$TMP/rt.err" &
-pid=$!
-track $pid
-wait_for "$TMP/rt.out" '^ready$'
+start rt TERM,RTMIN+5 sleep 20
 kill -s RTMIN+5 $pid
 wait_for "$TMP/rt.log" '^Reason: SIGRTMIN\+5$'
 kill -0 $pid 2>/dev/null || fail "SIGRTMIN+5 ended the program"
 checks=$((checks + 1))
 echo "ok: SIGRTMIN+5 dumped and the program carried on"
 kill -TERM $pid
-status=0
-wait $pid || status=$?
+ended
 [ "$status" -eq 143 ] || fail "SIGTERM: status $status, want 143"
 expect_match "$TMP/rt.log" '^Reason: SIGTERM$' "SIGTERM, listed, made the final dump"
 
 # 4. HUP: a final dump, then death by SIGHUP.
-CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=HUP CPROF_DUMP_OUT="$TMP/hup.log" "$host" sleep 20 >"$TMP/hup.out" 2>"$TMP/hup.err" &
-pid=$!
-track $pid
-wait_for "$TMP/hup.out" '^ready$'
+start hup HUP sleep 20
 kill -HUP $pid
-status=0
-wait $pid || status=$?
+ended
 echo "SIGHUP: status $status; reasons: $(reasons "$TMP/hup.log")"
 [ "$status" -eq 129 ] || fail "SIGHUP: status $status, want 129 (death by SIGHUP)"
 expect_match "$TMP/hup.log" '^Reason: SIGHUP$' "SIGHUP dumped before the program died of it"
 
 # 5. none: SIGUSR1 keeps its default action.
-CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=none CPROF_DUMP_OUT="$TMP/none.log" "$host" sleep 20 >"$TMP/none.out" 2>"$TMP/none.err" &
-pid=$!
-track $pid
-wait_for "$TMP/none.out" '^ready$'
+start none none sleep 20
 kill -USR1 $pid
-status=0
-wait $pid || status=$?
+ended
 echo "none, SIGUSR1: status $status; reasons: $(reasons "$TMP/none.log")"
 [ "$status" -eq 138 ] || fail "none: SIGUSR1 gave status $status, want 138 (its default action)"
 expect_no_match "$TMP/none.log" '^Reason: ' "none: no dump on SIGUSR1"
@@ -130,13 +120,9 @@ CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS=none CPROF_DUMP_OUT="$TMP/none_exit.l
 expect_match "$TMP/none_exit.log" '^Reason: exit$' "none: the exit dump stays"
 
 # 6. A bad value: one quoted line, no signal dumps, the exit dump stays.
-CPROF_DUMP=threadcreate CPROF_DUMP_SIGNALS='USR1,USR3' CPROF_DUMP_OUT="$TMP/bad.log" "$host" own-usr1 1 >"$TMP/bad.out" 2>"$TMP/bad.err" &
-pid=$!
-track $pid
-wait_for "$TMP/bad.out" '^ready$'
+start bad 'USR1,USR3' own-usr1 1
 kill -USR1 $pid
-status=0
-wait $pid || status=$?
+ended
 echo "bad value: stderr: $(cat "$TMP/bad.err")"
 # cprof's lines (a sanitizer runtime may add its own).
 lines=$(grep -c '^cprof:' "$TMP/bad.err" || true)
