@@ -126,6 +126,19 @@ echo "a worker killed during a 3 s window: the answer took $took ms"
 pprof -raw "$TMP/lost.pb.gz" >"$TMP/lost.raw"
 expect_match "$TMP/lost.raw" "cprof tree: pid $w1 \(plain_forks\) gave no answer" "the comment names the lost worker"
 
+# lived_check WHAT PROFILE PID USED: PID's ms in PROFILE must be most
+# (60% or more) of the USED ms of CPU it had in the window.
+lived_check() {
+  local what=$1 ms
+  ms=$(pprof -top -unit=ms -tagfocus="pid=$3" "$2" 2>/dev/null |
+    sed -nE 's/^Showing nodes accounting for ([0-9.]+)ms, .*/\1/p')
+  echo "$what: ${ms:-0} ms of its CPU in the tree's profile, $4 ms used"
+  awk -v m="${ms:-0}" -v l="$4" 'BEGIN { exit !(m > 0 && m >= 0.6 * l) }' ||
+    fail "$what: ${ms:-0} ms in the profile, not most of the $4 ms it used"
+  checks=$((checks + 1))
+  echo "ok: $what is in the window for the time it lived"
+}
+
 # A worker started during a window: it is sent the window's time left, and
 # is in the profile for the time it lived (about 2 s of its CPU).
 (sleep 1; kill -USR2 "$master") &
@@ -135,14 +148,7 @@ w2=$(awk '$1 == "worker2" { print $2 }' "$TMP/server.out")
 track "$w2"
 # What it used since it started, the window's last ~2 s and the moment
 # since the answer: cprof's share of it must be most of it.
-lived=$(stat_cpu_ms "$w2")
-born_ms=$(pprof -top -unit=ms -tagfocus="pid=$w2" "$TMP/started.pb.gz" 2>/dev/null |
-  sed -nE 's/^Showing nodes accounting for ([0-9.]+)ms, .*/\1/p')
-echo "a worker started 1 s into a 3 s window: ${born_ms:-0} ms of its CPU in the tree's profile, $lived ms in /proc/$w2/stat"
-awk -v m="${born_ms:-0}" -v l="$lived" 'BEGIN { exit !(m > 0 && m >= 0.6 * l) }' ||
-  fail "the worker started during the window has ${born_ms:-0} ms in the profile, not most of the $lived ms it used"
-checks=$((checks + 1))
-echo "ok: a worker started during the window is in it for the time it lived"
+lived_check "a worker started 1 s into a 3 s window" "$TMP/started.pb.gz" "$w2" "$(stat_cpu_ms "$w2")"
 
 # A worker that exits normally during a window: its part comes, for the
 # time it lived (about 1 s of its CPU).
@@ -154,14 +160,7 @@ expect_no_match "$TMP/ended.raw" "cprof tree: pid $w0 " "a worker that exited du
 # What it used from the window's start to its exit (it prints its CPU
 # time as it exits).
 w0_exit=$(awk -v p="$w0" '$1 == "exit" && $2 == p { print $4 }' "$TMP/server.out")
-lived=$(( ${w0_exit:-0} - w0_before ))
-lived_ms=$(pprof -top -unit=ms -tagfocus="pid=$w0" "$TMP/ended.pb.gz" 2>/dev/null |
-  sed -nE 's/^Showing nodes accounting for ([0-9.]+)ms, .*/\1/p')
-echo "a worker that exited 1 s into a 3 s window: ${lived_ms:-0} ms of its CPU in the tree's profile, $lived ms by its own clock"
-awk -v m="${lived_ms:-0}" -v l="$lived" 'BEGIN { exit !(m > 0 && m >= 0.6 * l) }' ||
-  fail "the exited worker has ${lived_ms:-0} ms in the profile, not most of the $lived ms it used"
-checks=$((checks + 1))
-echo "ok: a worker that exited during the window is in it for the time it lived"
+lived_check "a worker that exited 1 s into a 3 s window" "$TMP/ended.pb.gz" "$w0" "$(( ${w0_exit:-0} - w0_before ))"
 
 code=$(curl -s -o "$TMP/nodump.txt" -w '%{http_code}' "$url/processes?dump=1" || true)
 [ "$code" = 409 ] || fail "processes?dump=1 without CPROF_DUMP: status $code, want 409"
