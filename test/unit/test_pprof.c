@@ -1,6 +1,7 @@
 /*
  * Tests for the pprof encoder. Profiles are written uncompressed into a
- * memory buffer and read back with a small protobuf decoder kept here, so
+ * memory buffer and read back with a small protobuf decoder of the tests'
+ * own (pbread.h and the decoder below), so
  * the tests check the wire format itself rather than trusting the encoder's
  * own idea of it. The gzip path is checked by inflating its output and
  * comparing it with the uncompressed encoding of the same profile.
@@ -10,72 +11,10 @@
 
 #include "base/mem.h"
 #include "encode/pprof.h"
+#include "pbread.h"
 #include "testutil.h"
 
-/* A protobuf reader just big enough for profile.proto. */
-
-typedef struct rd {
-  const unsigned char *p;
-  const unsigned char *end;
-  bool bad;
-} rd;
-
-static uint64_t rd_varint(rd *r) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (r->p >= r->end) break;
-    unsigned char c = *r->p++;
-    v |= (uint64_t)(c & 0x7f) << shift;
-    if (!(c & 0x80)) return v;
-  }
-  r->bad = true;
-  return 0;
-}
-
-/* Reads one field: its number, wire type and either its varint value or,
- * for a length-delimited field, a reader over its bytes. */
-static bool rd_field(rd *r, int *field, int *wire, uint64_t *v, rd *sub) {
-  if (r->bad || r->p >= r->end) return false;
-  uint64_t key = rd_varint(r);
-  *field = (int)(key >> 3);
-  *wire = (int)(key & 7);
-  if (*wire == 0) {
-    *v = rd_varint(r);
-  } else if (*wire == 2) {
-    uint64_t n = rd_varint(r);
-    if (n > (uint64_t)(r->end - r->p)) {
-      r->bad = true;
-      return false;
-    }
-    sub->p = r->p;
-    sub->end = r->p + n;
-    sub->bad = false;
-    r->p += n;
-  } else {
-    r->bad = true;
-    return false;
-  }
-  return !r->bad;
-}
-
 #define MAXN 16
-
-/* Appends a repeated uint64 field, packed or not; *packed records which. */
-static void rd_repeated(int wire, uint64_t v, rd *sub, uint64_t *out,
-                        size_t *n, bool *packed) {
-  if (wire == 0) {
-    if (*n < MAXN) out[*n] = v;
-    (*n)++;
-    *packed = false;
-    return;
-  }
-  *packed = true;
-  while (sub->p < sub->end && !sub->bad) {
-    uint64_t x = rd_varint(sub);
-    if (*n < MAXN) out[*n] = x;
-    (*n)++;
-  }
-}
 
 typedef struct dlabel {
   int64_t key, str, num, unit;
@@ -126,14 +65,6 @@ static void dprof_free(dprof *d) {
   free(d);
 }
 
-static void decode_fields(rd *r, uint64_t *out, size_t nout) {
-  int f, w;
-  uint64_t v = 0;
-  rd sub = {0};
-  while (rd_field(r, &f, &w, &v, &sub))
-    if (w == 0 && f > 0 && (size_t)f < nout) out[f] = v;
-}
-
 static void decode_sample(rd *r, dprof *d) {
   dsample scratch, *s = d->nsamples < MAXN ? &d->samples[d->nsamples] : &scratch;
   memset(s, 0, sizeof *s);
@@ -141,8 +72,8 @@ static void decode_sample(rd *r, dprof *d) {
   uint64_t v = 0;
   rd sub = {0};
   while (rd_field(r, &f, &w, &v, &sub)) {
-    if (f == 1) rd_repeated(w, v, &sub, s->ids, &s->nids, &s->ids_packed);
-    if (f == 2) rd_repeated(w, v, &sub, s->vals, &s->nvals, &s->vals_packed);
+    if (f == 1) rd_repeated(w, v, &sub, s->ids, &s->nids, MAXN, &s->ids_packed);
+    if (f == 2) rd_repeated(w, v, &sub, s->vals, &s->nvals, MAXN, &s->vals_packed);
     if (f == 3 && w == 2) {
       uint64_t l[5] = {0};
       decode_fields(&sub, l, 5);
@@ -220,7 +151,7 @@ static dprof *decode(const unsigned char *data, size_t len) {
         break;
       }
       case 13:
-        rd_repeated(w, v, &sub, d->comments, &d->ncomments, &d->comments_packed);
+        rd_repeated(w, v, &sub, d->comments, &d->ncomments, MAXN, &d->comments_packed);
         break;
       default:
         if (w == 0 && f < 16) d->scalar[f] = (int64_t)v;
@@ -254,33 +185,6 @@ static int test_sink_write(void *ctx, const void *data, size_t len) {
   if (t->fail_at_call && t->calls >= t->fail_at_call) return t->fail_code;
   if (len > t->max_write) t->max_write = len;
   return cprof__buf_append(&t->buf, data, len);
-}
-
-static unsigned char *gunzip(const unsigned char *data, size_t len,
-                             size_t *out_len) {
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  CHECK_EQ_INT(inflateInit2(&z, 15 + 32), Z_OK);
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *out = malloc(cap);
-  z.next_in = (unsigned char *)(uintptr_t)data;
-  z.avail_in = (uInt)len;
-  int rc;
-  do {
-    if (n == cap) {
-      cap *= 2;
-      out = realloc(out, cap);
-    }
-    z.next_out = out + n;
-    z.avail_out = (uInt)(cap - n);
-    rc = inflate(&z, Z_NO_FLUSH);
-    n = cap - z.avail_out;
-  } while (rc == Z_OK);
-  CHECK_EQ_INT(rc, Z_STREAM_END);
-  CHECK_EQ_INT(z.avail_in, 0);
-  inflateEnd(&z);
-  *out_len = n;
-  return out;
 }
 
 /* The profile most tests write. */
@@ -494,6 +398,7 @@ static void test_gzip_roundtrip(void) {
   CHECK(gz.len > 2 && gz.data[0] == 0x1f && gz.data[1] == 0x8b);
   size_t n = 0;
   unsigned char *plain = gunzip(gz.data, gz.len, &n);
+  CHECK(plain != NULL);
   CHECK_EQ_INT(n, raw.len);
   CHECK(n == raw.len && memcmp(plain, raw.data, n) == 0);
   free(plain);
@@ -544,6 +449,7 @@ static void test_large(void) {
     size_t n = t.buf.len;
     unsigned char *plain = t.buf.data;
     if (gzip) plain = gunzip(t.buf.data, t.buf.len, &n);
+    CHECK(plain != NULL);
     dprof *d = decode(plain, n);
     CHECK_EQ_INT(d->nsamples, nsamples);
     CHECK_EQ_INT(d->value_sum, want_sum);

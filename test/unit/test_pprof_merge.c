@@ -1,7 +1,7 @@
 /*
  * Tests for the pprof merger. Parts are written by the library's own
  * encoder (or built byte by byte, for the malformed ones), merged, and the
- * result is inflated and decoded by a small protobuf reader kept here, so
+ * result is inflated and decoded by a small protobuf reader (pbread.h), so
  * the checks are on the wire format the merger wrote rather than on its
  * own idea of it: the ids, the references, the string table and the
  * labels every sample gained.
@@ -12,65 +12,8 @@
 #include "base/mem.h"
 #include "encode/pprof.h"
 #include "encode/pprof_merge.h"
+#include "pbread.h"
 #include "testutil.h"
-
-/* A protobuf reader just big enough for profile.proto. */
-
-typedef struct rd {
-  const unsigned char *p, *end;
-  bool bad;
-} rd;
-
-static uint64_t rd_varint(rd *r) {
-  uint64_t v = 0;
-  for (int shift = 0; shift < 70; shift += 7) {
-    if (r->p >= r->end) break;
-    unsigned char c = *r->p++;
-    v |= (uint64_t)(c & 0x7f) << (shift < 64 ? shift : 0);
-    if (!(c & 0x80)) return v;
-  }
-  r->bad = true;
-  return 0;
-}
-
-/* Reads one field: its number, wire type and either its varint value or,
- * for a length-delimited field, a reader over its bytes. */
-static bool rd_field(rd *r, int *field, int *wire, uint64_t *v, rd *sub) {
-  if (r->bad || r->p >= r->end) return false;
-  uint64_t key = rd_varint(r);
-  *field = (int)(key >> 3);
-  *wire = (int)(key & 7);
-  if (*wire == 0) {
-    *v = rd_varint(r);
-  } else if (*wire == 2) {
-    uint64_t n = rd_varint(r);
-    if (n > (uint64_t)(r->end - r->p)) {
-      r->bad = true;
-      return false;
-    }
-    *sub = (rd){r->p, r->p + n, false};
-    r->p += n;
-  } else {
-    r->bad = true;
-    return false;
-  }
-  return !r->bad;
-}
-
-/* A repeated varint field, packed or not. */
-static void rd_repeated(int wire, uint64_t v, rd *sub, uint64_t *out,
-                        size_t *n, size_t max) {
-  if (wire == 0) {
-    if (*n < max) out[*n] = v;
-    (*n)++;
-    return;
-  }
-  while (sub->p < sub->end && !sub->bad) {
-    uint64_t x = rd_varint(sub);
-    if (*n < max) out[*n] = x;
-    (*n)++;
-  }
-}
 
 #define MAXN 64
 
@@ -114,14 +57,6 @@ typedef struct tprof {
   bool bad;
 } tprof;
 
-static void decode_fields(rd *r, uint64_t *out, size_t nout) {
-  int f, w;
-  uint64_t v = 0;
-  rd sub = {0};
-  while (rd_field(r, &f, &w, &v, &sub))
-    if (w == 0 && f > 0 && (size_t)f < nout) out[f] = v;
-}
-
 static void decode_sample(rd *r, tprof *d) {
   tsample scratch;
   tsample *s = d->nsamples < MAXN ? &d->samples[d->nsamples] : &scratch;
@@ -130,8 +65,8 @@ static void decode_sample(rd *r, tprof *d) {
   uint64_t v = 0;
   rd sub = {0};
   while (rd_field(r, &f, &w, &v, &sub)) {
-    if (f == 1) rd_repeated(w, v, &sub, s->locs, &s->nlocs, MAXN);
-    if (f == 2) rd_repeated(w, v, &sub, s->vals, &s->nvals, MAXN);
+    if (f == 1) rd_repeated(w, v, &sub, s->locs, &s->nlocs, MAXN, NULL);
+    if (f == 2) rd_repeated(w, v, &sub, s->vals, &s->nvals, MAXN, NULL);
     if (f == 3 && w == 2) {
       uint64_t l[5] = {0};
       decode_fields(&sub, l, 5);
@@ -201,7 +136,7 @@ static tprof *decode(const unsigned char *data, size_t len) {
         d->nstrs++;
         break;
       case 11: decode_fields(&sub, d->period_type, 3); break;
-      case 13: rd_repeated(w, v, &sub, d->comments, &d->ncomments, MAXN); break;
+      case 13: rd_repeated(w, v, &sub, d->comments, &d->ncomments, MAXN, NULL); break;
       case 100: d->unknown = v; break;
       default:
         if (w == 0 && f < 16) d->scalar[f] = v;
@@ -221,32 +156,6 @@ static void tprof_free(tprof *d) {
 
 static const char *S(const tprof *d, uint64_t i) {
   return i < d->nstrs && i < 1024 ? d->strs[i] : "<out of range>";
-}
-
-static unsigned char *gunzip(const unsigned char *in, size_t len,
-                             size_t *outlen) {
-  z_stream z;
-  memset(&z, 0, sizeof z);
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  unsigned char *out = malloc(cap);
-  z.next_in = (unsigned char *)in;
-  z.avail_in = (uInt)len;
-  int rc;
-  do {
-    if (n == cap) out = realloc(out, cap *= 2);
-    z.next_out = out + n;
-    z.avail_out = (uInt)(cap - n);
-    rc = inflate(&z, Z_NO_FLUSH);
-    n = cap - z.avail_out;
-  } while (rc == Z_OK);
-  inflateEnd(&z);
-  if (rc != Z_STREAM_END) {
-    free(out);
-    return NULL;
-  }
-  *outlen = n;
-  return out;
 }
 
 /* Merges and decodes; NULL (with a failed check) when the merge fails. */
