@@ -11,13 +11,7 @@ source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/nginx_lib.bash"
 cprof=$CPROF_BUILD/cprof
 plain=$CPROF_BUILD/test/progs/plain_forks
-command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
-command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh installs it)"
-if tsan_build "$plain"; then
-  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
-fi
-# nginx's processes end by exit() without freeing what they hold.
-export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+nginx_prepare
 
 port=$(free_port)
 nginx_start "$port" --dump cpu,heap --dump-out "$TMP/run.log"

@@ -2,6 +2,18 @@
 # master and two workers, under `cprof run` (nginx.sh, nginx_tree.sh).
 # Source after lib.bash.
 
+# nginx_prepare: fails without nginx or wrk, skips the test in the TSan
+# build (which cannot preload), and turns the leak checker off: nginx's
+# processes end by exit() without freeing what they hold.
+nginx_prepare() {
+  command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
+  command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh installs it)"
+  if tsan_build "$CPROF_BUILD/test/progs/plain_forks"; then
+    skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
+  fi
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+}
+
 # nginx_start PORT CPROF_RUN_ARGS...: writes $TMP/nginx.conf (the workers
 # listening on 127.0.0.1:PORT, its pid, logs and temporary files in $TMP,
 # the error log at notice level), starts nginx under `cprof run ARGS --`
