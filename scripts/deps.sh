@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev           # libFuzzer targets
   golang-go                          # go tool pprof, the reference reader
   curl                               # fetching from the endpoint in tests
+  procps iproute2                    # pgrep (e2e/nginx*), ss (e2e/tree)
   chromium                           # loading the endpoint's pages in tests
   nodejs                             # driving Chromium over its DevTools protocol
   wrk                                # the endpoint's load figure (bench/http_load.sh)
