@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/fork.h"
 #include "cprof.h"
 #include "base/dynload.h"
 #include "base/mem.h"
@@ -37,7 +38,7 @@ static void child_after_fork(void) {
 }
 
 static void fork_init(void) {
-  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 static int load(cprof__dynlib *lib) {

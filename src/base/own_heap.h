@@ -80,7 +80,7 @@ typedef struct cprof__own_stats {
 CPROF__HIDDEN void cprof__own_stats_get(cprof__own_stats *s);
 
 /* Fork: the prepare handler takes the heap's lock, the others release it
- * (thread_interpose.c registers them). */
+ * (base/fork.c registers them before any other of cprof's). */
 CPROF__HIDDEN void cprof__own_atfork_prepare(void);
 CPROF__HIDDEN void cprof__own_atfork_parent(void);
 CPROF__HIDDEN void cprof__own_atfork_child(void);

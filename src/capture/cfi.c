@@ -67,6 +67,7 @@
 #include <sys/uio.h>
 #include <time.h>
 
+#include "base/fork.h"
 #include "capture/cfi.h"
 #include "capture/stack.h"
 #include "base/mem.h"
@@ -1880,7 +1881,7 @@ void cprof__cfi_init(void) {
   /* Registered outside the lock: fork runs the handlers holding the
    * lock pthread_atfork takes. */
   if (!atomic_flag_test_and_set(&atfork_registered)) {
-    pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    cprof__atfork(atfork_prepare, atfork_parent, atfork_child);
     atomic_store(&atfork_done, 1);
   }
 #endif

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fork.h"
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
@@ -93,7 +94,7 @@ static void child_after_fork(void) {
   memset(threads_tab, 0, sizeof threads_tab);
   if (tls.tid) publish_thread();
 }
-static void fork_init(void) { pthread_atfork(NULL, NULL, child_after_fork); }
+static void fork_init(void) { cprof__atfork(NULL, NULL, child_after_fork); }
 
 const cprof_labels *cprof_labels_current(void) { return tls.set; }
 

@@ -38,6 +38,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/fork.h"
 #include "base/dynload.h"
 #include "base/env.h"
 #include "base/hmap.h"
@@ -802,7 +803,7 @@ static void sym_child_after_fork(void) {
 }
 
 static void sym_fork_init(void) {
-  pthread_atfork(sym_before_fork, sym_parent_after_fork,
+  cprof__atfork(sym_before_fork, sym_parent_after_fork,
                  sym_child_after_fork);
 }
 

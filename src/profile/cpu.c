@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "base/fork.h"
 #include "base/env.h"
 #include "base/hmap.h"
 #include "base/lock.h"
@@ -150,7 +151,7 @@ static void app_after_fork(void) {
   pthread_mutex_init(&app_lock, NULL);
 }
 
-static void app_init(void) { pthread_atfork(NULL, NULL, app_after_fork); }
+static void app_init(void) { cprof__atfork(NULL, NULL, app_after_fork); }
 
 int cprof_cpu_start(int hz) {
   pthread_once(&app_once, app_init);

@@ -45,6 +45,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "base/env.h"
 #include "profile/goroutine.h"
 #include "base/lock.h"
@@ -229,7 +230,7 @@ static void setup(void) {
                      "using any free real-time signal", &off))
     thread_signal.fixed = SIGRTMIN + (int)off;
   thread_signal.preferred = SIGRTMIN + DEFAULT_SIGNAL_OFFSET;
-  pthread_atfork(before_fork, after_fork, after_fork);
+  cprof__atfork(before_fork, after_fork, after_fork);
 }
 
 /* Whether sig is in the thread's blocked or pending set (/proc's SigBlk

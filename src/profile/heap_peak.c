@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/fork.h"
 #include "base/env.h"
 #include "base/hmap.h"
 #include "base/lock.h"
@@ -177,6 +178,6 @@ void cprof__heap_peak_init(void) {
   if (cprof__env_int("CPROF_HEAP_PEAK_MS", 1, 60000,
                      "the default of 50 ms is used", &ms))
     interval_ms = ms;
-  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
   cprof__profile_register(&heap_peak_profile);
 }

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "base/env.h"
 #include "base/hmap.h"
 #include "base/lock.h"
@@ -231,7 +232,7 @@ static void child_after_fork(void) {
 }
 
 static void fork_init(void) {
-  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 static int window_start(long long hz, void **handle) {

@@ -78,6 +78,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "profile/custom.h"
 #include "sink/dump.h"
 #include "sink/dumpspec.h"
@@ -1086,7 +1087,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
     return CPROF_ESYS;
   }
   pthread_detach(t);
-  pthread_atfork(NULL, parent_after_fork, child_after_fork);
+  cprof__atfork(NULL, parent_after_fork, child_after_fork);
   atexit(dump_at_exit);
   cprof__mark_enabled();
   read_dump_signals();

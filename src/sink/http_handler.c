@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "profile/cpu.h"
 #include "sink/http.h"
 #include "base/mem.h"
@@ -79,7 +80,7 @@ static void windows_child_after_fork(void) {
 
 static pthread_once_t windows_fork_once = PTHREAD_ONCE_INIT;
 static void windows_fork_init(void) {
-  pthread_atfork(NULL, NULL, windows_child_after_fork);
+  cprof__atfork(NULL, NULL, windows_child_after_fork);
 }
 
 void cprof__http_handler_init(void) {

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "base/lock.h"
 #include "base/mem.h"
 #include "base/proc.h"
@@ -588,7 +589,7 @@ static void child_after_fork(void) {
 static void fork_init(void) {
   /* After the registry's: its child handler must run before this one. */
   cprof__fd_init();
-  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 int cprof__tree_root(cprof__tree_serve_fn fn) {

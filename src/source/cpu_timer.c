@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "capture/agg.h"
 #include "source/cpu.h"
 #include "source/threads.h"
@@ -100,6 +101,20 @@ static pid_t unarmed[UNARMED_MAX];
 static size_t nunarmed;
 
 CPROF__SIGNAL_SAFE static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
+
+/* engine_lock's holder (a tid), so that a fork from a handler that
+ * interrupted the holder does not wait on it (fork_prepare). */
+static _Atomic pid_t engine_holder;
+
+static void engine_take(void) {
+  cprof__lock(&engine_lock);
+  atomic_store(&engine_holder, current_tid());
+}
+
+static void engine_give(void) {
+  atomic_store(&engine_holder, 0);
+  cprof__unlock(&engine_lock);
+}
 
 /* Walks and records one sample; on its own frame (the stack buffer is
  * most of a handler's stack use), entered only once the room is known. */
@@ -270,7 +285,7 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
   bool complete = true;
   for (size_t i = 0; i < n; i++)
     if (cprof__hmap_put(&listed, (uint64_t)tids[i] + 1, 1)) complete = false;
-  cprof__lock(&engine_lock);
+  engine_take();
   if (atomic_load(&engine_hz) != 0) {
     for (size_t i = 0; i < ntimers; i++) {
       struct itimerspec its;
@@ -299,10 +314,23 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
         unarmed[i--] = unarmed[--nunarmed];
     }
   }
-  cprof__unlock(&engine_lock);
+  engine_give();
   cprof__hmap_free(&listed);
   cprof__hmap_free(&timed);
   return found;
+}
+
+/* fork: engine_lock is held across it (not when fork is called from a
+ * handler that interrupted its holder), so the child never inherits it
+ * taken mid-change by a thread that is not there. */
+static bool fork_took;
+static void fork_prepare(void) {
+  fork_took = atomic_load(&engine_holder) != current_tid();
+  if (fork_took) engine_take();
+}
+
+static void fork_parent(void) {
+  if (fork_took) engine_give();
 }
 
 static void child_after_fork(void) {
@@ -334,7 +362,6 @@ static void child_after_fork(void) {
   ntimers = 0;
   nexited = 0;
   nunarmed = 0;
-  pthread_mutex_init(&engine_lock, NULL);
   if (kept && atomic_load(&engine_hz) != 0) {
     /* The scanner first: starting it is cprof's work, not the child's. */
     cprof__thread_scan_wake();
@@ -344,6 +371,13 @@ static void child_after_fork(void) {
     int sig = atomic_load(&cpu_signal.signo);
     if (sig) cprof__sig_drop(&cpu_signal, sig);
   }
+  /* Held since the prepare handler, so that no thread of the child (one
+   * a handler started) saw the engine half reset. */
+  atomic_store(&engine_holder, 0);
+  if (fork_took)
+    cprof__unlock(&engine_lock);
+  else
+    pthread_mutex_init(&engine_lock, NULL);
 }
 
 void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
@@ -351,7 +385,7 @@ void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
 }
 
 static void install_atfork(void) {
-  pthread_atfork(NULL, NULL, child_after_fork);
+  cprof__atfork(fork_prepare, fork_parent, child_after_fork);
 }
 
 static void read_signal_env(void) {
@@ -402,7 +436,7 @@ static void move_timers(void) {
  * replaced by the scanner's check): the timers move to another free
  * signal, sessions go on; with none free, the engine stops, once. */
 static void move_signal(bool still_mine) {
-  cprof__lock(&engine_lock);
+  engine_take();
   int old = atomic_load(&cpu_signal.signo);
   if (old && atomic_load(&engine_hz) != 0) {
     if (cprof__sig_move(&cpu_signal)) {
@@ -414,7 +448,7 @@ static void move_signal(bool still_mine) {
   }
   if (old && still_mine) cprof__sig_drop(&cpu_signal, old);
   else if (old) cprof__sig_forget(&cpu_signal, old);
-  cprof__unlock(&engine_lock);
+  engine_give();
 }
 
 static void signal_taken(void) { move_signal(true); }
@@ -442,7 +476,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
   }
 
   int err = 0;
-  cprof__lock(&engine_lock);
+  engine_take();
   int slot = -1;
   for (int i = 0; i < CPROF__CPU_SESSIONS && slot < 0; i++)
     if (!atomic_load(&sessions[i])) slot = i;
@@ -468,7 +502,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
     atomic_store(&s->unarmed, nunarmed);
     atomic_store(&sessions[slot], s);
   }
-  cprof__unlock(&engine_lock);
+  engine_give();
   if (err) {
     cprof__agg_free(s->agg);
     cprof__free(s);
@@ -497,7 +531,7 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
                            cprof__cpu_window *out) {
   if (!s) return CPROF_EINVAL;
   int64_t end_ns = cprof__now_ns();
-  cprof__lock(&engine_lock);
+  engine_take();
   bool found = false, others = false;
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
     cprof__cpu_session *cur = atomic_load(&sessions[i]);
@@ -525,7 +559,7 @@ int cprof__cpu_session_end(cprof__cpu_session *s, bool keep,
   exited_name *gone = found && keep ? cprof__malloc(ngone * sizeof *gone + 1)
                                     : NULL;
   if (gone) memcpy(gone, exited, ngone * sizeof *gone);
-  cprof__unlock(&engine_lock);
+  engine_give();
   if (!found) return CPROF_EINVAL;
   if (!keep) {
     cprof__agg_free(s->agg);
@@ -560,15 +594,15 @@ int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 
 void cprof__cpu_thread_started(void) {
   if (atomic_load(&engine_hz) == 0) return;
-  cprof__lock(&engine_lock);
+  engine_take();
   if (atomic_load(&engine_hz) != 0 && timers_allowed()) arm_thread(current_tid());
-  cprof__unlock(&engine_lock);
+  engine_give();
 }
 
 void cprof__cpu_thread_exiting(void) {
   if (atomic_load(&engine_hz) == 0) return;
   pid_t tid = current_tid();
-  cprof__lock(&engine_lock);
+  engine_take();
   for (size_t i = 0; i < ntimers; i++) {
     if (timers[i].tid == tid) {
       timer_delete(timers[i].timer);
@@ -584,5 +618,5 @@ void cprof__cpu_thread_exiting(void) {
                "thread-%d", (int)tid);
     nexited++;
   }
-  cprof__unlock(&engine_lock);
+  engine_give();
 }

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "base/lock.h"
 #include "base/mem.h"
 #include "source/fds.h"
@@ -157,7 +158,7 @@ static void child_after_fork(void) {
 
 static void install(void) {
   for (int i = 0; i < F_COUNT; i++) next(i);
-  pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
 }
 
 void cprof__fd_init(void) { pthread_once(&fd_once, install); }

@@ -54,6 +54,7 @@
 #include "source/threads.h"
 #include "base/hmap.h"
 #include "base/mem.h"
+#include "base/fork.h"
 #include "base/own_heap.h"
 #include "base/real_alloc.h"
 #include "base/rng.h"
@@ -1460,7 +1461,7 @@ static void init_once_fn(void) {
    * need them (live_insert, region_alloc): nothing is reserved here. */
   cprof__agg *agg = cprof__agg_new(2, HEAP_RECORDS);
   atomic_store_explicit(&hot.samples, agg, memory_order_release);
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  cprof__atfork(atfork_prepare, atfork_parent, atfork_child);
   find_operator_new();
   reseed_current_thread();
   atomic_store_explicit(&ready, true, memory_order_release);

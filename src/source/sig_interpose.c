@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "base/env.h"
 #include "base/sig.h"
 #include "base/sys.h"
@@ -123,7 +124,7 @@ static void child_after_fork(void) { atomic_store(&lock_holder, 0); }
  * child the lock is free again before the owners' own child handlers use
  * it, and no fork finds it held mid-change. */
 void cprof__sig_init(void) {
-  pthread_atfork(before_fork, after_fork, child_after_fork);
+  cprof__atfork(before_fork, after_fork, child_after_fork);
 }
 
 /* Bit sig - 1 for signal sig, as the kernel's masks have it. */

@@ -22,7 +22,7 @@
 #include "capture/agg.h"
 #include "base/lock.h"
 #include "base/mem.h"
-#include "base/own_heap.h"
+#include "base/fork.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
@@ -41,10 +41,6 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 #define THREADCREATE_STACKS 4096
 
 static void init_once_fn(void) {
-  /* First, so that its prepare handler runs last, after any other that
-   * may allocate. */
-  pthread_atfork(cprof__own_atfork_prepare, cprof__own_atfork_parent,
-                 cprof__own_atfork_child);
   cprof__stacktab_init();
   /* For the tail-call frames (profile.c). */
   static const uintptr_t mine[] = {(uintptr_t)pthread_create};
@@ -205,6 +201,9 @@ static void spawn_track(thread_start *start, bool add) {
 }
 
 static void *spawned_main(void *p) {
+  /* Started by a fork child's handler: nothing until every handler of
+   * cprof's has run (base/fork.h). */
+  cprof__fork_child_wait();
   pid_t tid = own_tid();
   cprof__task_note(tid, CPROF__TASK_NO_STACK, true);
   thread_start start = *(thread_start *)p;

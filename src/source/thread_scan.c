@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fork.h"
 #include "source/cpu.h"
 #include "base/hmap.h"
 #include "base/lock.h"
@@ -83,7 +84,7 @@ static void atfork_child(void) {
 }
 
 void cprof__thread_scan_init(void) {
-  pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+  cprof__atfork(atfork_prepare, atfork_parent, atfork_child);
   size_t n;
   pid_t *tids = list_tasks(&n);
   cprof__lock(&scan_lock);
@@ -225,7 +226,8 @@ static void *scanner_main(void *arg) {
   return NULL;
 }
 
-/* A scanner just started is waited for: until it runs, its start-up
+/* A scanner just started is waited for (outside a fork child's
+ * handlers, where it cannot run yet): until it runs, its start-up
  * block (cprof__thread_spawn's) is on the heap, and a fork meanwhile would
  * leave the child a block nobody frees. Not for ever: in a fork child
  * (this runs in its atfork handler) a new thread may be unable to start
@@ -247,9 +249,12 @@ void cprof__thread_scan_wake(void) {
   pthread_t t;
   if (start && cprof__thread_spawn(&t, scanner_main, NULL, "cprof-scan") == 0) {
     pthread_detach(t);
+    /* From a fork child's handler the thread starts only once the
+     * handlers are done (base/fork.h); its start-up block stays reachable
+     * meanwhile (cprof__thread_spawn). */
     struct timespec until = realtime_in(SCANNER_START_WAIT_MS);
     cprof__lock(&scan_lock);
-    while (!scanner_started &&
+    while (!scanner_started && !cprof__fork_child_running() &&
            cprof__cond_timedwait(&scan_cond, &scan_lock, &until) != ETIMEDOUT) {
     }
     cprof__unlock(&scan_lock);

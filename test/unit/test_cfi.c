@@ -1366,6 +1366,49 @@ static void test_fork(void) {
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Forks while another thread refreshes the tables for a library loaded
+ * and unloaded over and over, which allocates from
+ * cprof's own heap under the writer lock: fork must take the writer lock
+ * before the heap's (base/own_heap.h, cprof__atfork), or it waits on the
+ * heap's lock held by a fork handler while the refresher, holding the
+ * writer lock, waits on the same. Each fork here must come back. */
+static void *refresher(void *arg) {
+  (void)arg;
+  atomic_fetch_add(&readers_started, 1);
+  while (!atomic_load(&stop_readers)) {
+    /* A library that comes and goes: each refresh allocates. */
+    char path[4200];
+    void *h = open_unloadable(path, sizeof path);
+    cprof__cfi_refresh();
+    if (h) dlclose(h);
+    cprof__cfi_refresh();
+  }
+  return NULL;
+}
+
+static void test_fork_refreshing(void) {
+  atomic_store(&stop_readers, 0);
+  atomic_store(&readers_started, 0);
+  pthread_t t;
+  CHECK_EQ_INT(pthread_create(&t, NULL, refresher, NULL), 0);
+  while (atomic_load(&readers_started) < 1) sched_yield();
+  /* A fork that never returns ends the test here, with its name. */
+  alarm(60);
+  int forks = 0, bad = 0;
+  for (int64_t end = now_ns() + 1500000000; now_ns() < end; forks++) {
+    pid_t pid = fork();
+    if (pid == 0) _exit(0);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
+      bad++;
+  }
+  alarm(0);
+  atomic_store(&stop_readers, 1);
+  pthread_join(t, NULL);
+  printf("  %d forks during refreshes, %d failed\n", forks, bad);
+  CHECK(forks > 10 && bad == 0);
+}
+
 #else
 /* Elsewhere the builder still works; nothing is ever published. */
 static void test_unsupported(void) {
@@ -1386,6 +1429,7 @@ int main(void) {
   RUN(test_unwind);
   RUN(test_concurrent);
   RUN(test_fork);
+  RUN(test_fork_refreshing);
 #else
   RUN(test_unsupported);
 #endif
