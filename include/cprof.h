@@ -488,12 +488,16 @@ typedef struct cprof_push_stats {
  * LF, any byte below 0x20, DEL) in the url, token, tenant or basic auth
  * (they go into the request as they are), or values out of range (the
  * reason goes to the logger); CPROF_ESYS when a thread cannot start.
+ * The processes this one forks from then on without exec are pushed too,
+ * each as a series with its own pid (docs/push.md, "Process trees").
  * Thread-safe. */
 CPROF_EXPORT int cprof_push_start(const cprof_push_config *cfg,
                                   cprof_push **out);
 /* Stops pushing: the current window is not uploaded, waiting uploads and
  * a request in flight are abandoned (a stalled backend never delays the
- * program's exit), threads are joined. Thread-safe; once per pusher. */
+ * program's exit), threads are joined. Thread-safe; once per pusher. In a
+ * forked child the pusher is its parent's: this returns 0 and does
+ * nothing. */
 CPROF_EXPORT int cprof_push_stop(cprof_push *p);
 CPROF_EXPORT void cprof_push_get_stats(const cprof_push *p,
                                        cprof_push_stats *out);

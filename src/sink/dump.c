@@ -676,7 +676,7 @@ static void say_lost(void);
  * for them, at most TREE_DUMP_WAIT_MS. Dumper thread. */
 static size_t dump_members(void) {
   if (!cprof__tree_has_members()) return 0;
-  cprof__tree_call *c = cprof__tree_send(CPROF__TREE_DUMP_URI, 0);
+  cprof__tree_call *c = cprof__tree_send(CPROF__TREE_DUMP_URI, 0, 0);
   if (!c) return 0;
   cprof__tree_reply *reps;
   size_t n, dumped = 0;

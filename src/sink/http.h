@@ -67,6 +67,9 @@ typedef struct cprof__http_req {
    * what it holds, instead of meaning that the client left: a process
    * tree's member that is exiting (tree.c). */
   bool wait_ends_window;
+  /* A window that runs beside any other of its profile (the root
+   * pusher's, in a member): not refused as in use. */
+  bool shared_window;
 } cprof__http_req;
 
 typedef struct cprof__http_resp {
@@ -86,8 +89,9 @@ typedef struct cprof__http_resp {
 CPROF__HIDDEN void cprof__http_handler_init(void);
 
 /* Answers uri (a GET) for this process alone: what a member of the
- * process tree (tree.h) runs for the root. resp is overwritten. */
-CPROF__HIDDEN void cprof__http_serve_local(const char *uri,
+ * process tree (tree.h) runs for the root, with the request's flags
+ * (CPROF__TREE_*). resp is overwritten. */
+CPROF__HIDDEN void cprof__http_serve_local(const char *uri, unsigned flags,
                                            bool (*wait)(void *ctx, int ms),
                                            void *wait_ctx,
                                            cprof__http_resp *resp);

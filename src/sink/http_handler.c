@@ -255,7 +255,8 @@ static void serve_window(const cprof__http_opts *o, const cprof__http_req *req,
          o->max_seconds);
     return;
   }
-  if (!window_claim(def)) {
+  bool claim = !req->shared_window;
+  if (claim && !window_claim(def)) {
     fail(r, 500, "Could not enable CPU profiling: %s",
          cprof_strerror(CPROF_EBUSY));
     return;
@@ -263,14 +264,14 @@ static void serve_window(const cprof__http_opts *o, const cprof__http_req *req,
   void *w;
   int err = def->window->start(hz, &w);
   if (err) {
-    window_release(def);
+    if (claim) window_release(def);
     fail(r, 500, "Could not enable CPU profiling: %s", cprof_strerror(err));
     return;
   }
   bool stayed = wait_ns(req, sec * 1000000000) || req->wait_ends_window;
   cprof_sink sink = cprof_sink_buf(&r->body);
   err = def->window->stop(w, stayed ? &sink : NULL);
-  window_release(def);
+  if (claim) window_release(def);
   if (!stayed) {
     r->drop = true;
     return;
@@ -412,7 +413,7 @@ static void tree_missing(cprof_buf *out, const cprof__tree_reply *rep,
 static void tree_one(const cprof__http_req *req, const cprof__profile_def *def,
                      int64_t pid, int64_t budget_ns, cprof__http_resp *r) {
   int64_t start = cprof__mono_ns();
-  cprof__tree_call *c = cprof__tree_send(req->uri, (pid_t)pid);
+  cprof__tree_call *c = cprof__tree_send(req->uri, (pid_t)pid, 0);
   if (!c) {
     fail(r, 404, "no process %lld in this process tree", (long long)pid);
     return;
@@ -491,7 +492,7 @@ static void tree_all(const cprof__http_opts *o, const cprof__http_req *req,
                      const form *q, const char *route, int64_t budget_ns,
                      cprof__http_resp *r) {
   int64_t start = cprof__mono_ns();
-  cprof__tree_call *c = cprof__tree_send(req->uri, 0);
+  cprof__tree_call *c = cprof__tree_send(req->uri, 0, 0);
   cprof__http_opts mine = *o;
   mine.local = true;
   const cprof__profile_def *def = cprof__http_find(route);
@@ -630,7 +631,8 @@ static void serve_processes(cprof__http_resp *r) {
   ok(r, TEXT, NULL, NULL);
 }
 
-void cprof__http_serve_local(const char *uri, bool (*wait)(void *ctx, int ms),
+void cprof__http_serve_local(const char *uri, unsigned flags,
+                             bool (*wait)(void *ctx, int ms),
                              void *wait_ctx, cprof__http_resp *resp) {
   cprof__http_opts o = {.token = NULL,
                         .max_seconds = 3600,
@@ -640,7 +642,8 @@ void cprof__http_serve_local(const char *uri, bool (*wait)(void *ctx, int ms),
                          .uri = uri,
                          .wait = wait,
                          .wait_ctx = wait_ctx,
-                         .wait_ends_window = wait != NULL};
+                         .wait_ends_window = wait != NULL,
+                         .shared_window = (flags & CPROF__TREE_PUSH) != 0};
   memset(resp, 0, sizeof *resp);
   cprof__http_handle(&o, &req, resp);
 }

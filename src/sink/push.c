@@ -14,6 +14,14 @@
  * own: they block every signal and mark themselves as profiler code, so
  * the heap sampler does not count their allocations. Nothing here runs on
  * the application's threads except start and stop.
+ *
+ * The process that pushes is a process tree's root (tree.h): the
+ * processes it forks without exec join it, and at each boundary the
+ * collector asks every member, through the tree, for its part of the
+ * window that starts (a windowed profile's window, a delta profile's
+ * change over it) and for its snapshots; each member's answers go up as a
+ * series of their own, labelled with its pid. A fork child never runs the
+ * pusher it inherited: its threads are its parent's.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -36,7 +44,9 @@
 #include "base/mem.h"
 #include "base/proc.h"
 #include "sink/profilez.h"
+#include "sink/http.h"
 #include "sink/push.h"
+#include "sink/tree.h"
 #include "profile/registry.h"
 #include "source/threads.h"
 
@@ -73,6 +83,7 @@ typedef struct push_job {
   cprof_buf data;
   int64_t from_s, until_s;
   int sample_rate; /* cpu: hz; 0 otherwise */
+  pid_t pid;       /* the process whose profile it is */
 } push_job;
 
 /* Each pushed profile's state: a windowed profile's current window; a
@@ -83,13 +94,22 @@ typedef struct delta_state {
   int rate; /* a windowed profile's, fixed when the pusher starts */
   cprof__records last;
   bool have_last;
+  /* The tree's members' part of the window under way (windowed and
+   * delta profiles): the call asking for it, and its uri without the
+   * seconds. */
+  cprof__tree_call *tree_call;
+  char tree_uri[96];
+  int64_t tree_from_s, tree_until_s;
 } delta_state;
 
 #define PUSH_PROFILES 16
 
 struct cprof_push {
   char *ingest_url; /* base URL + "/ingest" */
-  char *name;       /* app{labels}, not yet URL-encoded */
+  /* The series name, app{hostname=H,pid=N,service_name=app,labels}, not
+   * yet URL-encoded, in two parts: before and after the pid. */
+  char *name_head, *name_tail;
+  pid_t owner; /* the process whose threads these are */
   char *basic_auth;
   char *bearer_header;
   char *tenant_header;
@@ -109,6 +129,7 @@ struct cprof_push {
 
   delta_state pushed[PUSH_PROFILES];
   size_t npushed;
+  bool tree_said; /* a member's missing part was reported once */
   _Atomic uint64_t uploaded, failed, dropped, retried;
 };
 
@@ -174,18 +195,26 @@ static bool label_value_ok(const char *s, size_t n) {
   return true;
 }
 
-/* Builds "app{hostname=h,pid=N,service_name=app,k=v...}". Returns NULL and
- * fills err for a malformed labels string. */
-static char *series_name(const char *app, const char *labels, char *err,
-                         size_t errlen) {
+/* Builds the series name "app{hostname=h,pid=N,service_name=app,k=v...}"
+ * in two parts, before and after N: *tail gets the second. Returns NULL
+ * and fills err for a malformed labels string. */
+static char *series_name(const char *app, const char *labels, char **tail,
+                         char *err, size_t errlen) {
   char host[256] = "unknown";
   gethostname(host, sizeof host - 1);
   host[sizeof host - 1] = '\0';
   for (char *c = host; *c; c++)
     if (strchr(",{}=\"", *c)) *c = '_';
+  *tail = NULL;
+  cprof_buf head = {0};
+  if (cprof__buf_printf(&head, "%s{hostname=%s,pid=", app, host) ||
+      cprof__buf_append(&head, "", 1)) {
+    cprof_buf_free(&head);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
   cprof_buf b = {0};
-  int rc = cprof__buf_printf(&b, "%s{hostname=%s,pid=%d,service_name=%s", app,
-                             host, (int)getpid(), app);
+  int rc = cprof__buf_printf(&b, ",service_name=%s", app);
   const char *p = labels ? labels : "";
   while (!rc && *p) {
     size_t n = strcspn(p, ",");
@@ -199,6 +228,7 @@ static char *series_name(const char *app, const char *labels, char *err,
                "value without , { } = \" or control characters",
                q);
       cprof_buf_free(&b);
+      cprof_buf_free(&head);
       return NULL;
     }
     rc = cprof__buf_printf(&b, ",%.*s", (int)n, p);
@@ -208,10 +238,12 @@ static char *series_name(const char *app, const char *labels, char *err,
   if (!rc) rc = cprof__buf_append(&b, "}", 2);
   if (rc) {
     cprof_buf_free(&b);
+    cprof_buf_free(&head);
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  return (char *)b.data;
+  *tail = (char *)b.data;
+  return (char *)head.data;
 }
 
 static bool app_name_ok(const char *s) {
@@ -225,8 +257,16 @@ static bool app_name_ok(const char *s) {
 
 /* Queues a job; when the queue is full the oldest job is dropped (the
  * newest data is the most useful) and counted. Takes data's buffer. */
+static bool stopping(cprof_push *p) {
+  cprof__lock(&p->lock);
+  bool s = p->stopping;
+  cprof__unlock(&p->lock);
+  return s;
+}
+
 static void enqueue(cprof_push *p, const char *kind, cprof_buf *data,
-                    int64_t from_s, int64_t until_s, int sample_rate) {
+                    int64_t from_s, int64_t until_s, int sample_rate,
+                    pid_t pid) {
   cprof__lock(&p->lock);
   if (p->qlen == p->qcap) {
     push_job *old = &p->queue[p->qhead];
@@ -241,23 +281,13 @@ static void enqueue(cprof_push *p, const char *kind, cprof_buf *data,
   j->from_s = from_s;
   j->until_s = until_s;
   j->sample_rate = sample_rate;
+  j->pid = pid;
   p->qlen++;
   memset(data, 0, sizeof *data);
   pthread_cond_broadcast(&p->cond);
   cprof__unlock(&p->lock);
 }
 
-/* Waits until the wall clock reaches deadline_s; false when stopping. */
-static bool wait_until(cprof_push *p, int64_t deadline_s) {
-  struct timespec ts = {(time_t)deadline_s, 0};
-  cprof__lock(&p->lock);
-  while (!p->stopping) {
-    if (cprof__cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT) break;
-  }
-  bool go_on = !p->stopping;
-  cprof__unlock(&p->lock);
-  return go_on;
-}
 
 static void collect_delta(cprof_push *p, delta_state *d, int64_t from_s,
                           int64_t until_s) {
@@ -270,7 +300,7 @@ static void collect_delta(cprof_push *p, delta_state *d, int64_t from_s,
     cprof_buf data = {0};
     cprof_sink sink = cprof_sink_buf(&data);
     if (def->write(&delta, 0, now.time_ns - d->last.time_ns, &sink) == 0)
-      enqueue(p, def->name, &data, from_s, until_s, 0);
+      enqueue(p, def->name, &data, from_s, until_s, 0, p->owner);
     cprof_buf_free(&data);
   }
   cprof__records_free(&d->last);
@@ -300,7 +330,8 @@ static void next_window(cprof_push *p, delta_state *d, int64_t from_s,
   cprof_buf data = {0};
   cprof_sink sink = cprof_sink_buf(&data);
   if (def->window->stop(ended, start_next ? &sink : NULL) == 0 && start_next)
-    enqueue(p, def->name, &data, from_s, until_s, window_rate(p, def));
+    enqueue(p, def->name, &data, from_s, until_s, window_rate(p, def),
+            p->owner);
   cprof_buf_free(&data);
 }
 
@@ -322,10 +353,137 @@ static void collect_window(cprof_push *p, int64_t from_s, int64_t until_s) {
         cprof_buf data = {0};
         cprof_sink sink = cprof_sink_buf(&data);
         if (cprof_profile_write(d->def->name, 0, &sink) == 0)
-          enqueue(p, d->def->name, &data, from_s, until_s, 0);
+          enqueue(p, d->def->name, &data, from_s, until_s, 0, p->owner);
         cprof_buf_free(&data);
       }
     }
+  }
+}
+
+/* --- the tree's members (tree.h) --- */
+
+/* How long after a window's end the members' parts are waited for. */
+#define TREE_SLACK_MS 2000
+
+static int64_t wall_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec;
+}
+
+/* Asks the members that have not been asked for d's window yet (all of
+ * them at its start; later, those that joined since) for their part of
+ * it, for the seconds left of it. */
+static void tree_ask(delta_state *d) {
+  int64_t left = d->tree_until_s - wall_s();
+  if (!d->tree_uri[0] || left < 1) return;
+  char uri[sizeof d->tree_uri + 32];
+  snprintf(uri, sizeof uri, "%s%cseconds=%lld", d->tree_uri,
+           strchr(d->tree_uri, '?') ? '&' : '?', (long long)left);
+  if (d->tree_call)
+    cprof__tree_send_new(d->tree_call, uri);
+  else
+    d->tree_call = cprof__tree_send(uri, 0, CPROF__TREE_PUSH);
+}
+
+/* Starts the members' part of the window [from_s, until_s] of each
+ * windowed profile, and of each delta profile that is on. */
+static void tree_start(cprof_push *p, int64_t from_s, int64_t until_s) {
+  for (size_t i = 0; i < p->npushed; i++) {
+    delta_state *d = &p->pushed[i];
+    const cprof__profile_def *def = d->def;
+    d->tree_uri[0] = '\0';
+    d->tree_call = NULL;
+    d->tree_from_s = from_s;
+    d->tree_until_s = until_s;
+    int rate = window_rate(p, def);
+    if (def->push == CPROF__PUSH_WINDOW && rate && def->rate_key)
+      snprintf(d->tree_uri, sizeof d->tree_uri, "/debug/pprof/%s?%s=%d",
+               cprof__profile_route(def), def->rate_key, rate);
+    else if (def->push == CPROF__PUSH_WINDOW ||
+             (def->push == CPROF__PUSH_DELTA &&
+              (!def->enabled || def->enabled())))
+      snprintf(d->tree_uri, sizeof d->tree_uri, "/debug/pprof/%s",
+               cprof__profile_route(def));
+    tree_ask(d);
+  }
+}
+
+/* Waits for the members' answers to c (up to TREE_SLACK_MS more) and
+ * queues each as its process's series; frees c. */
+static void tree_collect(cprof_push *p, cprof__tree_call *c,
+                         const cprof__profile_def *def, int64_t from_s,
+                         int64_t until_s) {
+  if (!c) return;
+  cprof__tree_reply *reps;
+  size_t n;
+  cprof__tree_collect(c, cprof__mono_ns() + TREE_SLACK_MS * 1000000LL, &reps,
+                      &n);
+  int rate = def->push == CPROF__PUSH_WINDOW ? window_rate(p, def) : 0;
+  for (size_t i = 0; i < n; i++) {
+    cprof__tree_reply *r = &reps[i];
+    if (r->status == 200 && r->body.len &&
+        strcmp(r->type, "application/octet-stream") == 0) {
+      enqueue(p, def->name, &r->body, from_s, until_s, rate, r->who.pid);
+    } else if (!p->tree_said) {
+      /* Once: a worker killed or hung mid-window is the usual reason. */
+      p->tree_said = true;
+      char why[32] = "no answer";
+      if (r->status) snprintf(why, sizeof why, "HTTP %d", r->status);
+      push_log(p,
+               "pid %d (%s) gave no %s profile for %lld..%lld (%s); its "
+               "series has a gap there (said once)",
+               (int)r->who.pid, r->who.name, def->name, (long long)from_s,
+               (long long)until_s, why);
+    }
+  }
+  cprof__tree_free(c);
+}
+
+/* Waits until the wall clock reaches deadline_s, sending each second the
+ * windows under way to the members that joined meanwhile; false when
+ * stopping. */
+static bool wait_until(cprof_push *p, int64_t deadline_s) {
+  for (;;) {
+    int64_t now = wall_s();
+    if (now >= deadline_s) return !stopping(p);
+    struct timespec ts = {(time_t)(now + 1 < deadline_s ? now + 1 : deadline_s),
+                          0};
+    cprof__lock(&p->lock);
+    while (!p->stopping) {
+      if (cprof__cond_timedwait(&p->cond, &p->lock, &ts) == ETIMEDOUT) break;
+    }
+    bool go_on = !p->stopping;
+    cprof__unlock(&p->lock);
+    if (!go_on) return false;
+    for (size_t i = 0; i < p->npushed; i++) tree_ask(&p->pushed[i]);
+  }
+}
+
+/* One boundary for the members: the windows that end are asked for again
+ * for the next one before anything else (so theirs start with the root's),
+ * the snapshots are asked for, the root collects its own part, and then
+ * the members' answers are queued. */
+static void boundary(cprof_push *p, int64_t from_s, int64_t until_s,
+                     int64_t next_s) {
+  cprof__tree_call *ended[PUSH_PROFILES], *snaps[PUSH_PROFILES];
+  for (size_t i = 0; i < p->npushed; i++) {
+    delta_state *d = &p->pushed[i];
+    ended[i] = d->tree_call;
+    snaps[i] = NULL;
+    if (d->def->push == CPROF__PUSH_SNAPSHOT &&
+        (!d->def->enabled || d->def->enabled())) {
+      char uri[96];
+      snprintf(uri, sizeof uri, "/debug/pprof/%s",
+               cprof__profile_route(d->def));
+      snaps[i] = cprof__tree_send(uri, 0, CPROF__TREE_PUSH);
+    }
+  }
+  tree_start(p, until_s, next_s);
+  collect_window(p, from_s, until_s);
+  for (size_t i = 0; i < p->npushed; i++) {
+    tree_collect(p, ended[i], p->pushed[i].def, from_s, until_s);
+    tree_collect(p, snaps[i], p->pushed[i].def, from_s, until_s);
   }
 }
 
@@ -350,8 +508,9 @@ static void *collector_main(void *arg) {
       collect_delta(p, d, from, from);
     }
   }
+  tree_start(p, from, next);
   while (wait_until(p, next)) {
-    collect_window(p, from, next);
+    boundary(p, from, next, next + p->interval);
     from = next;
     next += p->interval;
   }
@@ -359,6 +518,8 @@ static void *collector_main(void *arg) {
     delta_state *d = &p->pushed[i];
     if (d->def->push == CPROF__PUSH_WINDOW) next_window(p, d, 0, 0, false);
     cprof__records_free(&d->last);
+    cprof__tree_free(d->tree_call);
+    d->tree_call = NULL;
   }
   cprof__guard_exit();
   return NULL;
@@ -384,7 +545,11 @@ static size_t discard_body(char *ptr, size_t size, size_t n, void *ctx) {
 /* One POST. Returns the HTTP status, or 0 when the request did not
  * complete (connection refused, timeout). */
 static long post(cprof_push *p, CURL *curl, const push_job *j) {
-  char *name = libcurl.easy_escape(curl, p->name, 0);
+  char series[1024];
+  int len = snprintf(series, sizeof series, "%s%d%s", p->name_head,
+                     (int)j->pid, p->name_tail);
+  if (len < 0 || (size_t)len >= sizeof series) return 0;
+  char *name = libcurl.easy_escape(curl, series, 0);
   if (!name) return 0;
   char url[2048];
   int n = snprintf(url, sizeof url,
@@ -431,12 +596,6 @@ static long post(cprof_push *p, CURL *curl, const push_job *j) {
   return status;
 }
 
-static bool stopping(cprof_push *p) {
-  cprof__lock(&p->lock);
-  bool s = p->stopping;
-  cprof__unlock(&p->lock);
-  return s;
-}
 
 static void *uploader_main(void *arg) {
   cprof_push *p = arg;
@@ -502,7 +661,8 @@ static void push_free(cprof_push *p) {
     cprof_buf_free(&p->queue[(p->qhead + i) % p->qcap].data);
   cprof__free(p->queue);
   cprof__free(p->ingest_url);
-  cprof__free(p->name);
+  cprof__free(p->name_head);
+  cprof__free(p->name_tail);
   cprof__free(p->basic_auth);
   cprof__free(p->bearer_header);
   cprof__free(p->tenant_header);
@@ -640,6 +800,7 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   if (!p) return CPROF_ENOMEM;
   pthread_mutex_init(&p->lock, NULL);
   pthread_cond_init(&p->cond, NULL);
+  p->owner = getpid();
   p->interval = cfg->interval_seconds ? cfg->interval_seconds : DEFAULT_INTERVAL;
   p->timeout = cfg->timeout_seconds ? cfg->timeout_seconds : DEFAULT_TIMEOUT;
   p->hz = cfg->cpu_hz;
@@ -670,8 +831,8 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
     memcpy(p->ingest_url, cfg->url, ulen);
     memcpy(p->ingest_url + ulen, "/ingest", sizeof "/ingest");
   }
-  p->name = series_name(app, cfg->labels, err, errlen);
-  if (!p->name) {
+  p->name_head = series_name(app, cfg->labels, &p->name_tail, err, errlen);
+  if (!p->name_head) {
     push_free(p);
     return CPROF_EINVAL;
   }
@@ -698,6 +859,9 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
     return CPROF_ESYS;
   }
   p->collector_started = true;
+  /* The processes this one forks from now on are pushed from here too. */
+  if (cprof__tree_root(cprof__http_serve_local) != 0)
+    push_log(p, "the process tree is off: %s", cprof_strerror(CPROF_ESYS));
   cprof__mark_enabled();
   *out = p;
   return 0;
@@ -712,6 +876,10 @@ int cprof_push_start(const cprof_push_config *cfg, cprof_push **out) {
 
 int cprof_push_stop(cprof_push *p) {
   if (!p) return CPROF_EINVAL;
+  /* A fork child's copy: the threads are its parent's, and its locks may
+   * have been held at the fork. The parent pushes this process's
+   * profiles through the tree. */
+  if (p->owner != getpid()) return 0;
   cprof__lock(&p->lock);
   p->stopping = true;
   atomic_store(&p->abort_uploads, true);
@@ -739,6 +907,9 @@ static cprof_push *env_pusher;
 
 static void stop_env_pusher(void) {
   cprof_push *p = env_pusher;
+  /* A fork child leaves its parent's pusher alone (cprof_push_stop), and
+   * reachable. */
+  if (p && p->owner != getpid()) return;
   env_pusher = NULL;
   if (p) cprof_push_stop(p);
 }

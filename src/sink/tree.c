@@ -27,8 +27,11 @@
 #define HELLO_MAGIC 0x63707274u  /* "cprt" */
 #define ASK_MAGIC 0x63707261u    /* "cpra" */
 #define ANSWER_MAGIC 0x63707277u /* "cprw" */
-/* Requests one member serves at once; more are answered 503 at once. */
-#define MEMBER_INFLIGHT 4
+/* Requests one member serves at once; more are answered 503 at once.
+ * A pusher's window boundary briefly has two of each pushed windowed or
+ * delta profile in flight (the one ending, the one starting) and a heap
+ * snapshot, beside the HTTP clients' requests. */
+#define MEMBER_INFLIGHT 8
 /* A member's answer that the root stops reading for this long is
  * abandoned (the member's writer gives up). */
 #define ANSWER_SEND_TIMEOUT_S 10
@@ -42,7 +45,8 @@ typedef struct hello {
 
 typedef struct ask {
   uint32_t magic;
-  uint32_t len; /* of uri, without its NUL */
+  uint32_t flags; /* CPROF__TREE_* */
+  uint32_t len;   /* of uri, without its NUL */
   char uri[CPROF__HTTP_MAX_URI + 256];
 } ask;
 
@@ -238,6 +242,7 @@ size_t cprof__tree_members(cprof__tree_member *out, size_t max) {
 }
 
 struct cprof__tree_call {
+  unsigned flags; /* sent with every ask */
   size_t n;
   cprof__tree_reply *replies;
   int *fds;             /* the answer sockets, -1 once read or failed */
@@ -264,7 +269,7 @@ void cprof__tree_free(cprof__tree_call *c) {
 
 /* Makes the request message for uri; NULL when it is too long or there is
  * no memory. */
-static ask *make_ask(const char *uri, size_t *msg_len) {
+static ask *make_ask(const char *uri, unsigned flags, size_t *msg_len) {
   size_t len = strlen(uri);
   ask *a = cprof__calloc(1, sizeof *a);
   if (!a || len >= sizeof a->uri) {
@@ -272,6 +277,7 @@ static ask *make_ask(const char *uri, size_t *msg_len) {
     return NULL;
   }
   a->magic = ASK_MAGIC;
+  a->flags = flags;
   a->len = (uint32_t)len;
   memcpy(a->uri, uri, len + 1);
   *msg_len = offsetof(ask, uri) + len + 1;
@@ -303,7 +309,7 @@ static void send_one(cprof__tree_call *c, const member *m, const ask *a,
 
 size_t cprof__tree_send_new(cprof__tree_call *c, const char *uri) {
   size_t msg_len;
-  ask *a = make_ask(uri, &msg_len);
+  ask *a = make_ask(uri, c->flags, &msg_len);
   if (!a) return 0;
   size_t added = 0;
   cprof__lock(&tree_mu);
@@ -322,9 +328,10 @@ size_t cprof__tree_send_new(cprof__tree_call *c, const char *uri) {
   return added;
 }
 
-cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
+cprof__tree_call *cprof__tree_send(const char *uri, pid_t only,
+                                   unsigned flags) {
   size_t msg_len;
-  ask *a = make_ask(uri, &msg_len);
+  ask *a = make_ask(uri, flags, &msg_len);
   if (!a) return NULL;
 
   cprof__tree_call *c = cprof__calloc(1, sizeof *c);
@@ -343,6 +350,7 @@ cprof__tree_call *cprof__tree_send(const char *uri, pid_t only) {
     cprof__free(a);
     return NULL;
   }
+  c->flags = flags;
   cprof__lock(&tree_mu);
   for (size_t i = 0; is_root && i < nmembers; i++) {
     if (only > 0 && members[i].info.pid != only) continue;
@@ -431,6 +439,7 @@ void cprof__tree_collect(cprof__tree_call *c, int64_t deadline_ns,
 
 typedef struct job {
   int fd;
+  unsigned flags;
   char uri[sizeof(((ask *)0)->uri)];
 } job;
 
@@ -480,7 +489,7 @@ static void *job_main(void *arg) {
   job *j = arg;
   cprof__http_resp resp;
   memset(&resp, 0, sizeof resp);
-  serve(j->uri, job_wait, NULL, &resp);
+  serve(j->uri, j->flags, job_wait, NULL, &resp);
   if (resp.drop) resp.status = 500;
   answer(j->fd, resp.status ? resp.status : 500, resp.content_type,
          &resp.body);
@@ -549,6 +558,7 @@ static void *agent_main(void *arg) {
       continue;
     }
     j->fd = fd;
+    j->flags = a->flags & CPROF__TREE_PUSH;
     memcpy(j->uri, a->uri, (size_t)a->len + 1);
     pthread_t t;
     if (cprof__thread_spawn(&t, job_main, j, "cprof-tree-req") != 0) {

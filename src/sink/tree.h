@@ -40,11 +40,15 @@ typedef struct cprof__tree_member {
   char name[16];         /* its comm at the fork */
 } cprof__tree_member;
 
+/* A request's flags. PUSH: the root's pusher's; its window runs beside
+ * any other of the same profile instead of being refused as in use. */
+#define CPROF__TREE_PUSH 1u
+
 /* What a member's agent runs for a request: answers uri as this process
  * alone, into resp (whose body the agent frees). A window sleeps through
  * wait(wait_ctx, ms), whose false ends it early, answered with what it
- * holds: the member is exiting. */
-typedef void (*cprof__tree_serve_fn)(const char *uri,
+ * holds: the member is exiting. flags are the request's (CPROF__TREE_*). */
+typedef void (*cprof__tree_serve_fn)(const char *uri, unsigned flags,
                                      bool (*wait)(void *ctx, int ms),
                                      void *wait_ctx, cprof__http_resp *resp);
 
@@ -70,12 +74,15 @@ typedef struct cprof__tree_reply {
 
 typedef struct cprof__tree_call cprof__tree_call;
 
-/* Sends uri to every member, or to the one whose pid is only (> 0).
- * Returns NULL when there is nobody to send to (or no memory). */
-CPROF__HIDDEN cprof__tree_call *cprof__tree_send(const char *uri, pid_t only);
+/* Sends uri with flags (CPROF__TREE_*) to every member, or to the one
+ * whose pid is only (> 0). Returns NULL when there is nobody to send to
+ * (or no memory). */
+CPROF__HIDDEN cprof__tree_call *cprof__tree_send(const char *uri, pid_t only,
+                                                 unsigned flags);
 
-/* Sends uri to the members that joined since c was sent (a window's
- * late joiners, with the time left of it); returns how many. */
+/* Sends uri, with c's flags, to the members that joined since c was sent
+ * (a window's late joiners, with the time left of it); returns how
+ * many. */
 CPROF__HIDDEN size_t cprof__tree_send_new(cprof__tree_call *c,
                                           const char *uri);
 

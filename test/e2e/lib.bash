@@ -11,7 +11,7 @@ mkdir -p "$PPROF_TMPDIR"
 # ends: track PID registers one.
 tracked=()
 track() { tracked+=("$1"); }
-trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"' EXIT
+trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${CPROF_KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 checks=0
 
 fail() {
@@ -56,10 +56,14 @@ chromium() { unlimited chromium "$@"; }
 # free_port: a TCP port free on loopback now.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# stat_cpu_ms PID: the process's CPU time (utime + stime), in ms, from
-# /proc/PID/stat.
+# stat_cpu_ms PID: the CPU time (utime + stime), in ms, of the process's
+# main thread, from /proc/PID/task/PID/stat: the program's own work in
+# the single-threaded workers the tests profile. The process's total
+# would count cprof's own threads too (a member of a process tree
+# encodes and symbolizes the profiles it is asked for, 100 ms and more in
+# its first seconds), which no CPU profile holds.
 stat_cpu_ms() {
-  awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$1/stat"
+  awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%d", ($12 + $13) * 1000 / t }' "/proc/$1/task/$1/stat"
 }
 
 # tree_wait URL PID...: waits (at most 10 s) until the process tree behind
@@ -83,6 +87,47 @@ tree_wait() {
 pid_share() {
   pprof -top -tagfocus="pid=$2" "$1" 2>/dev/null |
     sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'
+}
+
+# start_receiver DIR MODE: starts pyroscope_receiver.py (a loopback
+# Pyroscope ingest, tracked) saving into DIR in MODE; sets rpid and rport.
+start_receiver() {
+  mkdir -p "$1"
+  python3 "$(dirname "${BASH_SOURCE[0]}")/pyroscope_receiver.py" "$1" "$2" >"$1/port" &
+  rpid=$!
+  track $rpid
+  for _ in $(seq 100); do [ -s "$1/port" ] && break; sleep 0.05; done
+  rport=$(head -1 "$1/port")
+  [ -n "$rport" ] || fail "the receiver did not start"
+}
+
+# push_uploads DIR PID cpu|heap: what the receiver in DIR saved for the
+# series of process PID (its label pid=PID): the CPU windows (they carry a
+# sampleRate) or the others; a line "FILE FROM UNTIL" each.
+push_uploads() {
+  awk -F'\t' -v d="$1" -v p="pid=$2," -v k="$3" \
+    'index($2, p) && ((k == "cpu") == ($6 != "-")) { print d "/" $1 ".pb.gz", $3, $4 }' "$1/index.tsv"
+}
+
+# push_tree_check DIR ROOT PID FUNC: the receiver in DIR got a series of
+# its own for process PID, a member of ROOT's tree: at least two CPU
+# windows, each with the same from..until as one of ROOT's own series,
+# that together hold FUNC, and at least one heap snapshot.
+push_tree_check() {
+  local dir=$1 root=$2 pid=$3 fn=$4 n aligned
+  push_uploads "$dir" "$pid" cpu >"$TMP/push.$pid"
+  push_uploads "$dir" "$root" cpu >"$TMP/push.root"
+  n=$(grep -c . "$TMP/push.$pid" || true)
+  aligned=$(awk 'NR == FNR { w[$2 " " $3] = 1; next } ($2 " " $3) in w' "$TMP/push.root" "$TMP/push.$pid" | grep -c . || true)
+  echo "pushed for pid $pid: $n CPU windows ($aligned aligned with the root's), $(push_uploads "$dir" "$pid" heap | grep -c .) heap snapshots"
+  [ "$n" -ge 2 ] || { cat "$dir/index.tsv"; fail "pid $pid: $n CPU windows pushed, want at least 2"; }
+  [ "$aligned" = "$n" ] || fail "pid $pid: $((n - aligned)) of its $n CPU windows have no window of the root's with the same from..until"
+  # shellcheck disable=SC2046
+  pprof -top $(awk '{ print $1 }' "$TMP/push.$pid") >"$TMP/push.$pid.top"
+  expect_match "$TMP/push.$pid.top" " $fn( \\(inline\\))?\$" "pid $pid's pushed CPU windows hold $fn"
+  [ -n "$(push_uploads "$dir" "$pid" heap)" ] || fail "pid $pid: no heap snapshot pushed"
+  checks=$((checks + 1))
+  echo "ok: pid $pid is pushed as a series of its own, its windows aligned with the root's"
 }
 
 # pprof ARGS...: the reference reader, with its output captured in the

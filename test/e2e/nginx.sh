@@ -22,7 +22,7 @@ expect_match "$TMP/wrk.txt" 'Requests/sec' "wrk loaded nginx"
 proc_ms=0
 for w in "${workers[@]}"; do
   ms=$(stat_cpu_ms "$w")
-  echo "worker $w: $ms ms of CPU in /proc/$w/stat"
+  echo "worker $w: $ms ms of CPU in /proc/$w/task/$w/stat (its main thread)"
   proc_ms=$((proc_ms + ms))
 done
 kill -QUIT "$master"

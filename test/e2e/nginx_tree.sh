@@ -13,12 +13,18 @@
 #     says the logs were reopened, and no dump was made;
 #   - SIGRTMIN+4, the chosen dump signal, to the master dumps the tree:
 #     the master's blocks and each worker's (Reason: tree); so does
-#     processes?dump=1.
+#     processes?dump=1;
+#   - with CPROF_PUSH_URL set too (1 s windows), a loopback Pyroscope
+#     receiver gets a series for each worker, labelled with its pid, its
+#     CPU windows aligned with the master's and holding nginx's request
+#     handling, and its heap snapshots.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/nginx_lib.bash"
 plain=$CPROF_BUILD/test/progs/plain_forks
 nginx_prepare
 
+start_receiver "$TMP/push" ok
+export CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=nginx
 port=$(free_port)
 cport=$(free_port)
 url=http://127.0.0.1:$cport/debug/pprof
@@ -111,4 +117,9 @@ checks=$((checks + 1))
 echo "ok: processes?dump=1 dumped the master (Reason: http)"
 kill -QUIT "$master"
 wait "$runner" || { cat "$TMP/nginx.out"; fail "nginx did not stop cleanly"; }
+kill "$rpid"
+wait "$rpid" 2>/dev/null || true
+for w in "$w0" "$w1"; do
+  push_tree_check "$TMP/push" "$master" "$w" ngx_http_core_run_phases
+done
 finish

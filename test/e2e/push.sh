@@ -7,20 +7,8 @@
 source "$(dirname "$0")/lib.bash"
 tsan_build "$CPROF_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
 prog=$CPROF_BUILD/test/progs/plain_worker
-receiver=$(dirname "$0")/pyroscope_receiver.py
-
-start_receiver() { # DIR MODE: starts it, sets $rpid and $port
-  mkdir -p "$1"
-  python3 "$receiver" "$1" "$2" >"$1/port" &
-  rpid=$!
-  track $rpid
-  for _ in $(seq 100); do [ -s "$1/port" ] && break; sleep 0.05; done
-  port=$(head -1 "$1/port")
-  [ -n "$port" ] || fail "the receiver did not start"
-}
-
 start_receiver "$TMP/ok" ok
-CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=2 \
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=2 \
 CPROF_PUSH_APP=pushtest CPROF_PUSH_LABELS="env=test,region=local" \
 CPROF_PUSH_TOKEN=sekret CPROF_PUSH_TENANT=team-a CPROF_PUSH_PROFILES=cpu,wall,heap \
   LD_PRELOAD=$(preload_env "$prog") "$prog" 7 >/dev/null 2>"$TMP/app.err"
@@ -68,7 +56,7 @@ expect_match "$TMP/walltop.txt" ' worker_spin$' "a pushed wall window has the ru
 # here only cpu); a name that is not a pushed profile is refused in one
 # line.
 start_receiver "$TMP/only" ok
-CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_PROFILES=cpu \
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_PROFILES=cpu \
   LD_PRELOAD=$(preload_env "$prog") "$prog" 3.5 >/dev/null 2>"$TMP/only.err"
 kill $rpid; wait $rpid 2>/dev/null || true
 n_only=0
@@ -87,7 +75,7 @@ expect_match "$TMP/badprof.err" '^cprof: CPROF_PUSH_\*: profiles: "goroutine" is
 # failures are counted instead of queued without end.
 start_receiver "$TMP/bad" fail500
 t0=$(date +%s%N)
-CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 \
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 \
   LD_PRELOAD=$(preload_env "$prog") "$prog" 3 >/dev/null 2>"$TMP/bad.err"
 t1=$(date +%s%N)
 kill $rpid; wait $rpid 2>/dev/null || true
@@ -101,7 +89,7 @@ checks=$((checks + 1))
 # held up by the request in flight.
 start_receiver "$TMP/stall" stall
 t0=$(date +%s%N)
-CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 \
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 \
   LD_PRELOAD=$(preload_env "$prog") "$prog" 2.5 >/dev/null 2>&1
 t1=$(date +%s%N)
 elapsed_ms=$(( (t1 - t0) / 1000000 ))
@@ -120,7 +108,7 @@ expect_match "$TMP/badlabel.err" 'bad label "bad label"' "a bad label is refused
 # Pyroscope reads a profile's labels.
 start_receiver "$TMP/lab" ok
 mkdir -p "$TMP/labout"
-CPROF_PUSH_URL="http://127.0.0.1:$port" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=labtest \
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=labtest \
   "$CPROF_BUILD/test/progs/labels_server" "$TMP/labout" >/dev/null 2>"$TMP/lab.err" ||
   { cat "$TMP/lab.err"; fail "labels_server under the pusher"; }
 kill $rpid; wait $rpid 2>/dev/null || true
@@ -141,4 +129,34 @@ checks=$((checks + 1))
 [ "$lab_wall" -eq 0 ] || fail "the wall profile was pushed without CPROF_PUSH_PROFILES naming it"
 echo "ok: by default the wall profile is not pushed"
 checks=$((checks + 1))
+# A server whose forked workers end with exit() after 2 s: each worker is
+# pushed by the parent, as a series of its own. Before, a worker's exit
+# waited for ever on the parent's pusher threads, which the child does
+# not have, and the master for the worker.
+plain=$CPROF_BUILD/test/progs/plain_forks
+start_receiver "$TMP/fork" ok
+status=0
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=forktest \
+  timeout 30 env LD_PRELOAD="$(preload_env "$plain")" "$plain" server 2 >"$TMP/fork.out" 2>"$TMP/fork.err" &
+server=$!
+track "$server"
+for _ in $(seq 100); do grep -q '^exit .* ' "$TMP/fork.out" 2>/dev/null && [ "$(grep -c '^exit' "$TMP/fork.out")" = 2 ] && break; sleep 0.1; done
+master=$(awk '$1 == "master" { print $2 }' "$TMP/fork.out")
+[ -n "$master" ] && kill -TERM "$master"
+wait "$server" || status=$?
+[ "$status" = 0 ] || { cat "$TMP/fork.out" "$TMP/fork.err"; fail "plain_forks server under the pusher: status $status (124: a worker's exit hung)"; }
+[ "$(grep -c '^exit' "$TMP/fork.out")" = 2 ] || fail "the workers did not both exit"
+echo "ok: a server whose forked workers call exit() ends, status 0"
+checks=$((checks + 1))
+kill $rpid; wait $rpid 2>/dev/null || true
+for i in 0 1; do
+  w=$(awk -v k="worker$i" '$1 == k { print $2 }' "$TMP/fork.out")
+  fn=alpha_worker_burn
+  [ "$i" = 1 ] && fn=beta_worker_burn
+  push_uploads "$TMP/fork" "$w" cpu >"$TMP/fork.$w"
+  [ -s "$TMP/fork.$w" ] || { cat "$TMP/fork/index.tsv"; fail "worker $w: no CPU window pushed"; }
+  # shellcheck disable=SC2046
+  pprof -top $(awk '{ print $1 }' "$TMP/fork.$w") >"$TMP/fork.$w.top"
+  expect_match "$TMP/fork.$w.top" " $fn\$" "worker $w's pushed series holds $fn"
+done
 finish

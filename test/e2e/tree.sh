@@ -17,7 +17,12 @@
 #     during a window, are in it for the time they lived;
 #   - processes?dump=1 without dumps configured: 409;
 #   - the tree's channels are socketpairs: the master listens on no unix
-#     socket (nothing another user could connect to).
+#     socket (nothing another user could connect to);
+#   - with CPROF_PUSH_URL set too, a loopback Pyroscope receiver gets a
+#     series for each worker, labelled with its pid, its CPU windows
+#     aligned with the master's and holding its function, and heap
+#     snapshots; the worker killed mid-window is named once on stderr.
+#     The pusher's windows run in the workers beside the endpoint's.
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROF_BUILD/cprof
 plain=$CPROF_BUILD/test/progs/plain_forks
@@ -29,8 +34,10 @@ if tsan_build "$plain"; then
 fi
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 
+start_receiver "$TMP/push" ok
 port=$(free_port)
 url=http://127.0.0.1:$port/debug/pprof
+CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=treetest \
 LD_PRELOAD="$rt" "$cprof" run --http "127.0.0.1:$port" -- "$plain" server 30 >"$TMP/server.out" 2>"$TMP/server.err" &
 runner=$!
 track "$runner"
@@ -157,8 +164,8 @@ w0_before=$(stat_cpu_ms "$w0")
 curl -sf -o "$TMP/ended.pb.gz" "$url/profile?seconds=3" || fail "profile?seconds=3 with a worker exiting failed"
 pprof -raw "$TMP/ended.pb.gz" >"$TMP/ended.raw"
 expect_no_match "$TMP/ended.raw" "cprof tree: pid $w0 " "a worker that exited during the window is not named as lost"
-# What it used from the window's start to its exit (it prints its CPU
-# time as it exits).
+# What it used from the window's start to its exit (it prints its main
+# thread's CPU time as it exits).
 w0_exit=$(awk -v p="$w0" '$1 == "exit" && $2 == p { print $4 }' "$TMP/server.out")
 lived_check "a worker that exited 1 s into a 3 s window" "$TMP/ended.pb.gz" "$w0" "$(( ${w0_exit:-0} - w0_before ))"
 
@@ -176,4 +183,9 @@ echo "ok: no process of the tree ($master, $w2) listens on a unix socket ($(grep
 
 kill -TERM "$master"
 wait "$runner" || true
+kill "$rpid"
+wait "$rpid" 2>/dev/null || true
+push_tree_check "$TMP/push" "$master" "$w0" alpha_worker_burn
+push_tree_check "$TMP/push" "$master" "$w1" beta_worker_burn
+expect_match "$TMP/server.err" "push: pid $w1 \(plain_forks\) gave no cpu profile for [0-9]+\.\.[0-9]+ \(no answer\)" "the pusher names the worker killed mid-window"
 finish
