@@ -17,13 +17,17 @@ nginx_prepare() {
 # nginx_start PORT CPROF_RUN_ARGS...: writes $TMP/nginx.conf (the workers
 # listening on 127.0.0.1:PORT, its pid, logs and temporary files in $TMP,
 # the error log at notice level), starts nginx under `cprof run ARGS --`
-# in the background (tracked) and waits for the master and both workers:
+# in the background (tracked; nginx by its full path, as its binary upgrade
+# execs argv[0]) and waits for the master and both workers:
 # sets runner, master and workers (an array).
 nginx_start() {
   local port=$1 rt
   shift
   rt=$(preload_env "$CPROF_BUILD/test/progs/plain_forks" | sed 's#[^ ]*libcprof\.so##')
   mkdir -p "$TMP/www"
+  # nginx's workers run as another user (nobody) when the master is
+  # root: they may pass through the test's directory to the page.
+  chmod 711 "$TMP"
   head -c 3000 /dev/urandom | base64 >"$TMP/www/index.html"
   cat >"$TMP/nginx.conf" <<CONF
 worker_processes 2;
@@ -45,8 +49,13 @@ http {
   }
 }
 CONF
-  LD_PRELOAD="$rt" "$CPROF_BUILD/cprof" run "$@" -- \
-    nginx -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
+  local wrap=()
+  # NGINX_ORPHAN=1: nginx's parent exits a second after starting it, as a
+  # daemon's does (nginx takes a binary upgrade only once its parent is
+  # no longer the one it started under); runner is then that parent.
+  [ -n "${NGINX_ORPHAN:-}" ] && wrap=(sh -c '"$@" & sleep 1' sh)
+  LD_PRELOAD="$rt" "${wrap[@]}" "$CPROF_BUILD/cprof" run "$@" -- \
+    "$(command -v nginx)" -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
   runner=$!
   track "$runner"
   workers=()

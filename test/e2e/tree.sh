@@ -181,6 +181,39 @@ grep -E "pid=($master|$w2)," "$TMP/ss.txt" >"$TMP/listening" || true
 checks=$((checks + 1))
 echo "ok: no process of the tree ($master, $w2) listens on a unix socket ($(grep -c . "$TMP/ss.txt") lines from ss -xlp)"
 
+# Another user cannot take the tree's channels: the only way into a
+# socketpair is to hold one of its descriptors, and pidfd_getfd (what a
+# debugger or an attacker with the user's rights would use) refuses a
+# user who may not trace the process. Root may: the check can fail.
+socks=
+for f in /proc/"$master"/fd/*; do
+  n=${f##*/}
+  if [ "$n" -ge 100 ] && [[ $(readlink "$f") == socket:* ]]; then socks="$socks$n "; fi
+done
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+  skip_check "another user's reach into the tree's channels: needs root and setpriv to act as nobody"
+else
+  getfd='import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+pidfd = libc.syscall(434, int(sys.argv[1]), 0)
+got = 0
+for fd in sys.argv[2:]:
+    r = libc.syscall(438, pidfd, int(fd), 0) if pidfd >= 0 else -1
+    if r >= 0:
+        got += 1
+        os.close(r)
+print(got)'
+  # shellcheck disable=SC2086
+  as_root=$(/usr/bin/python3 -c "$getfd" "$master" $socks)
+  # shellcheck disable=SC2086
+  as_nobody=$(setpriv --reuid=nobody --regid=nogroup --clear-groups /usr/bin/python3 -c "$getfd" "$master" $socks)
+  echo "the master's cprof sockets (fd $socks): root took $as_root, nobody took $as_nobody"
+  [ -n "$socks" ] && [ "$as_root" -gt 0 ] || fail "the master has no socket of cprof's that root can take (fds: ${socks:-none})"
+  [ "$as_nobody" = 0 ] || fail "user nobody took $as_nobody of the master's cprof sockets"
+  checks=$((checks + 1))
+  echo "ok: user nobody cannot take any of the tree's channels"
+fi
+
 kill -TERM "$master"
 wait "$runner" || true
 kill "$rpid"
