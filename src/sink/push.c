@@ -376,7 +376,7 @@ static int64_t wall_s(void) {
  * it, for the seconds left of it. */
 static void tree_ask(delta_state *d) {
   int64_t left = d->tree_until_s - wall_s();
-  if (!d->tree_uri[0] || left < 1) return;
+  if (!d->tree_uri[0] || left < 1 || !cprof__tree_has_members()) return;
   char uri[sizeof d->tree_uri + 32];
   snprintf(uri, sizeof uri, "%s%cseconds=%lld", d->tree_uri,
            strchr(d->tree_uri, '?') ? '&' : '?', (long long)left);

@@ -200,7 +200,27 @@ static void spawn_track(thread_start *start, bool add) {
   }
 }
 
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/asan_interface.h>
+/* A thread started in a fork child may be given a stack that a thread of
+ * the parent was running on at the fork (glibc keeps those stacks for
+ * reuse in the child), with that thread's live frames' redzones still
+ * marked in AddressSanitizer's shadow: the new thread's first frames
+ * there were reported as stack-buffer-overflows. The stack below the
+ * thread's first frame (top) is the new thread's own: its shadow is
+ * cleared (losing only the checks of that first frame's own redzones).
+ * CPROF__THREAD_STACK less 64 KiB lies below top: the thread's TLS and
+ * descriptor sit at the top of its stack. */
+__attribute__((noinline)) static void stack_shadow_clear(char *top) {
+  size_t span = CPROF__THREAD_STACK - 64 * 1024;
+  __asan_unpoison_memory_region(top - span, span);
+}
+#else
+static void stack_shadow_clear(char *top) { (void)top; }
+#endif
+
 static void *spawned_main(void *p) {
+  stack_shadow_clear(__builtin_frame_address(0));
   /* Started by a fork child's handler: nothing until every handler of
    * cprof's has run (base/fork.h). */
   cprof__fork_child_wait();
