@@ -129,6 +129,13 @@ checks=$((checks + 1))
 [ "$lab_wall" -eq 0 ] || fail "the wall profile was pushed without CPROF_PUSH_PROFILES naming it"
 echo "ok: by default the wall profile is not pushed"
 checks=$((checks + 1))
+if sanitized_build "$CPROF_BUILD/test/progs/plain_forks"; then
+  # GCC 12's libasan does not lock its allocator across fork: a worker
+  # forked while the pusher's threads free memory can spin for ever on
+  # the sanitizer's quarantine lock.
+  skip_check "forked workers pushed: ASan's allocator is not fork-safe with a thread freeing"
+  finish
+fi
 # A server whose forked workers end with exit() after 2 s: each worker is
 # pushed by the parent, as a series of its own. Before, a worker's exit
 # waited for ever on the parent's pusher threads, which the child does
