@@ -8,7 +8,8 @@ export PPROF_TMPDIR="$TMP/pprof"
 export HOME="${HOME:-$TMP}"
 mkdir -p "$PPROF_TMPDIR"
 # Background processes a test starts are killed when it ends, however it
-# ends: track PID registers one.
+# ends: track PID registers one. Its scratch directory goes too, unless
+# CPROF_KEEP_TMP is set (to read a failed run's files afterwards).
 tracked=()
 track() { tracked+=("$1"); }
 trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${CPROF_KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
