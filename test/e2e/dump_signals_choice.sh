@@ -36,6 +36,16 @@ ended() {
   status=0
   wait $pid || status=$?
 }
+# usr1_ended NAME N: waits for the program started last as NAME (mode
+# own-usr1), which must exit 0 having run its SIGUSR1 handler N times,
+# with its exit dump written.
+usr1_ended() {
+  ended
+  echo "$1: status $status, $(tr '\n' ' ' <"$TMP/$1.out"); reasons: $(reasons "$TMP/$1.log")"
+  [ "$status" -eq 0 ] || { cat "$TMP/$1.err"; fail "$1: status $status"; }
+  expect_match "$TMP/$1.out" "^usr1 handled $2\$" "$1: the program's own SIGUSR1 handler ran $2 times"
+  expect_match "$TMP/$1.log" '^Reason: exit$' "$1: the exit dump is written"
+}
 
 # ThreadSanitizer defers a handler to the end of the interrupted call; the
 # program's sleeps end every 10 ms, so every case below still works there.
@@ -45,12 +55,8 @@ start own - own-usr1 2
 kill -USR1 $pid
 sleep 0.2
 kill -USR1 $pid
-ended
-echo "own SIGUSR1 handler: status $status, $(cat "$TMP/own.out" | tr '\n' ' '); reasons: $(reasons "$TMP/own.log")"
-[ "$status" -eq 0 ] || { cat "$TMP/own.err"; fail "own SIGUSR1 handler: status $status"; }
-expect_match "$TMP/own.out" '^usr1 handled 2$' "the program's own SIGUSR1 handler ran for both signals"
+usr1_ended own 2
 expect_no_match "$TMP/own.log" '^Reason: SIGUSR1$' "no SIGUSR1 dump once the program took SIGUSR1"
-expect_match "$TMP/own.log" '^Reason: exit$' "the exit dump still happens"
 lines=$(grep -c "^cprof: dump: the program set SIGUSR1's disposition itself; SIGUSR1 no longer dumps (CPROF_DUMP_SIGNALS chooses the dump signals)$" "$TMP/own.err" || true)
 echo "stderr: $(cat "$TMP/own.err")"
 [ "$lines" -eq 1 ] || fail "expected the line saying SIGUSR1 no longer dumps once, got $lines"
@@ -63,11 +69,7 @@ start usr2 USR2 own-usr1 1
 kill -USR2 $pid
 wait_for "$TMP/usr2.log" '^Reason: SIGUSR2$'
 kill -USR1 $pid
-ended
-echo "usr2: status $status, $(tr '\n' ' ' <"$TMP/usr2.out"); reasons: $(reasons "$TMP/usr2.log")"
-[ "$status" -eq 0 ] || { cat "$TMP/usr2.err"; fail "usr2: status $status"; }
-expect_match "$TMP/usr2.out" '^usr1 handled 1$' "usr2: the program's SIGUSR1 handler ran"
-expect_match "$TMP/usr2.log" '^Reason: exit$' "usr2: the exit dump follows"
+usr1_ended usr2 1
 expect_no_match "$TMP/usr2.err" 'no longer dumps' "usr2: nothing said about SIGUSR1, which is not a dump signal"
 if tsan_build "$host"; then
   skip_check "cprof run --dump-signals: the TSan build cannot preload (lib.bash)"
