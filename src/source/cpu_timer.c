@@ -283,9 +283,12 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
   size_t found = 0;
   cprof__hmap listed = {0}, timed = {0};
   bool complete = true;
+  /* Every allocation here is made and freed under engine_lock, which fork
+   * takes: a fork child never inherits these maps half-built and held only
+   * by this thread's registers (memory it could neither use nor free). */
+  engine_take();
   for (size_t i = 0; i < n; i++)
     if (cprof__hmap_put(&listed, (uint64_t)tids[i] + 1, 1)) complete = false;
-  engine_take();
   if (atomic_load(&engine_hz) != 0) {
     for (size_t i = 0; i < ntimers; i++) {
       struct itimerspec its;
@@ -314,9 +317,9 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
         unarmed[i--] = unarmed[--nunarmed];
     }
   }
-  engine_give();
   cprof__hmap_free(&listed);
   cprof__hmap_free(&timed);
+  engine_give();
   return found;
 }
 

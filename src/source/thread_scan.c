@@ -41,6 +41,9 @@ static size_t nlive;            /* entries not GONE */
 static uint64_t unseen_total;   /* under scan_lock */
 static pid_t scanner_pid;       /* the process whose scanner runs */
 static bool scanner_started;    /* it is running (scanner_main began) */
+/* The scanner's listing while it is in use, set and cleared under
+ * scan_lock: reachable from here, so that a fork child frees it. */
+static pid_t *scan_tids;
 static uint64_t scan_generation; /* bumped by every wake */
 
 static pid_t gettid_raw(void) { return (pid_t)syscall(SYS_gettid); }
@@ -78,6 +81,10 @@ static pid_t *list_tasks(size_t *n) {
 static void atfork_prepare(void) { cprof__lock(&scan_lock); }
 static void atfork_parent(void) { cprof__unlock(&scan_lock); }
 static void atfork_child(void) {
+  /* The listing the parent's scanner was using, which no thread of the
+   * child holds. */
+  cprof__free(scan_tids);
+  scan_tids = NULL;
   pthread_mutex_init(&scan_lock, NULL);
   pthread_cond_init(&scan_cond, NULL);
   scanner_started = false;
@@ -207,6 +214,7 @@ static void *scanner_main(void *arg) {
      * the child its lock held). */
     size_t n = 0, found = 0;
     pid_t *tids = cprof__cpu_engine_hz() != 0 ? list_tasks(&n) : NULL;
+    scan_tids = tids;
     cprof__unlock(&scan_lock);
     if (tids) {
       found = cprof__cpu_rescan(tids, n);
@@ -215,6 +223,7 @@ static void *scanner_main(void *arg) {
     bool listed = tids != NULL;
     cprof__lock(&scan_lock);
     cprof__free(tids);
+    scan_tids = NULL;
     cprof__unlock(&scan_lock);
     if (listed) {
       period_ms = found ? CPROF__SCAN_MIN_MS
