@@ -48,6 +48,9 @@
 #define CPROF__PC_LOST ((uintptr_t)3)      /* sample buffer was full */
 #define CPROF__PC_UNSEEN_THREAD ((uintptr_t)4) /* a thread cprof did not
                                                  * see start (thread_scan.h) */
+#define CPROF__PC_UNSEEN_UNLOCKER ((uintptr_t)5) /* a mutex wait whose
+                                                   * unlock cprof did not see
+                                                   * (lock_interpose.c) */
 #define CPROF__PC_SYNTHETIC_MAX ((uintptr_t)15)
 
 static inline int cprof__pc_is_synthetic(uintptr_t pc) {

@@ -13,6 +13,7 @@ const char *cprof__synthetic_name(uintptr_t pc) {
     case CPROF__PC_LOST: return "[cprof: samples lost]";
     case CPROF__PC_UNSEEN_THREAD:
       return "[cprof: thread started outside pthread_create]";
+    case CPROF__PC_UNSEEN_UNLOCKER: return "[cprof: unlocker not seen]";
     default: return cprof__pc_is_synthetic(pc) ? "[cprof: unknown]" : NULL;
   }
 }

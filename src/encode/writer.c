@@ -93,7 +93,7 @@ const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs, size_t i,
                                            bool first_is_call) {
   if (i == 0 && !first_is_call) return NULL;
   /* A function's first address is no call site (a stack of one frame that
-   * stands for something, such as cprof_unknown_unlocker). */
+   * stands for something). */
   const cprof__sym_result *at = cprof__sym_lookup(pcs[i]);
   if (!at || at->nframes == 0 || at->frames[at->nframes - 1].start == pcs[i])
     return NULL;

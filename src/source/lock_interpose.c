@@ -71,13 +71,6 @@ static wait_slot wait_table[WAIT_SLOTS];
 
 static __thread uint64_t rnd_state CPROF__TLS;
 
-/* Never called: their addresses stand, as one-frame stacks, for a wait
- * whose unlocker is unknown. CPROF__DISTINCT keeps each a distinct function. */
-CPROF__DISTINCT void cprof_unknown_unlocker(void);
-CPROF__DISTINCT void cprof_unknown_unlocker(void) {
-  __asm__ volatile("" ::: "memory");
-}
-
 
 typedef int (*mutex_fn)(pthread_mutex_t *);
 typedef int (*mutex_timed_fn)(pthread_mutex_t *, const struct timespec *);
@@ -180,7 +173,7 @@ static void record_mutex(int64_t d, cprof__stack_id unlocker) {
   if (frac > 1 && rnd() % (uint64_t)frac != 0) return;
   if (d < 0) d = 0;
   if (unlocker == CPROF__STACK_NONE) {
-    const uintptr_t pc = (uintptr_t)cprof_unknown_unlocker;
+    const uintptr_t pc = CPROF__PC_UNSEEN_UNLOCKER;
     unlocker = cprof__stacktab_intern(&pc, 1);
   }
   /* The wait is the waiter's: its labels, on the unlocker's stack. */
@@ -427,33 +420,46 @@ INTERPOSER int pthread_rwlock_unlock(pthread_rwlock_t *l) {
 }
 
 /* Condition waits always block, so they are timed whole (re-acquiring the
- * mutex included, as Go's sync.Cond.Wait is). */
-INTERPOSER int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
-  if (OFF(block_on)) return CALL(CPROF__F_COND_WAIT, cond_fn, c, m);
-  int64_t t0 = cprof__mono_ns();
-  int rc = CALL(CPROF__F_COND_WAIT, cond_fn, c, m);
-  wait_only_end(t0, CALLER_FRAME());
+ * mutex included, as Go's sync.Cond.Wait is). The wait releases the mutex
+ * inside libc, where no unlock interposer sees it: the caller is noted as
+ * its unlocker first, so that the threads it held up are charged to it.
+ * mode: 0 untimed, 1 timed (CLOCK_REALTIME), 2 with a clock. */
+__attribute__((noinline)) static int cond_slow(pthread_cond_t *c,
+                                               pthread_mutex_t *m, int mode,
+                                               clockid_t clock,
+                                               const struct timespec *abs,
+                                               const void *frame) {
+  if (!OFF(mutex_on)) note_unlock((uintptr_t)m, frame);
+  const bool timed = !OFF(block_on);
+  const int64_t t0 = timed ? cprof__mono_ns() : 0;
+  int rc;
+  if (mode == 0)
+    rc = CALL(CPROF__F_COND_WAIT, cond_fn, c, m);
+  else if (mode == 1)
+    rc = CALL(CPROF__F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
+  else
+    rc = CALL(CPROF__F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
+  if (timed) wait_only_end(t0, frame_of(frame));
   return rc;
+}
+
+INTERPOSER int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m) {
+  if (OFF(any_on)) return CALL(CPROF__F_COND_WAIT, cond_fn, c, m);
+  SLOW_PATH(cond_slow(c, m, 0, 0, NULL, HERE));
 }
 
 INTERPOSER int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         const struct timespec *abs) {
-  if (OFF(block_on)) return CALL(CPROF__F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
-  int64_t t0 = cprof__mono_ns();
-  int rc = CALL(CPROF__F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
-  wait_only_end(t0, CALLER_FRAME());
-  return rc;
+  if (OFF(any_on)) return CALL(CPROF__F_COND_TIMEDWAIT, cond_timed_fn, c, m, abs);
+  SLOW_PATH(cond_slow(c, m, 1, 0, abs, HERE));
 }
 
 INTERPOSER int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m,
                                         clockid_t clock,
                                         const struct timespec *abs) {
-  if (OFF(block_on))
+  if (OFF(any_on))
     return CALL(CPROF__F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
-  int64_t t0 = cprof__mono_ns();
-  int rc = CALL(CPROF__F_COND_CLOCKWAIT, cond_clock_fn, c, m, clock, abs);
-  wait_only_end(t0, CALLER_FRAME());
-  return rc;
+  SLOW_PATH(cond_slow(c, m, 2, clock, abs, HERE));
 }
 
 /* Semaphores report errors through errno: a failed try must not leave its

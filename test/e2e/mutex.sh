@@ -2,7 +2,10 @@
 # The mutex and block profiles end to end on four threads contending on one
 # mutex at known sites, linked (API) and preloaded (environment): go tool
 # pprof names the sites with file:line, the total delay is within 10% of the
-# wait the program measured itself, and debug=1 is Go's text.
+# wait the program measured itself, and debug=1 is Go's text. Then a mutex
+# released inside pthread_cond_timedwait (progs/mutex_cond.c): the thread
+# that held it and waited on the condition is charged, not the stand-in for
+# an unlock nobody saw.
 source "$(dirname "$0")/lib.bash"
 src=$CPROF_SRC/test/progs/mutex_contend.c
 lock_line=$(grep -n 'SITE:lock' "$src" | cut -d: -f1)
@@ -47,6 +50,21 @@ check() {
   checks=$((checks + 1))
   echo "ok: $label: records sorted by delay, descending"
 }
+
+# The holder's share of the delay, and the unattributed share, from the
+# flat column of pprof -top in delay.
+mkdir -p "$TMP/cond"
+measured=$("$CPROF_BUILD/test/progs/mutex_cond" "$TMP/cond" | sed -n 's/^measured_wait_ns=//p')
+[ -n "$measured" ] || fail "mutex_cond wrote no measurement"
+pprof -top -unit=ns -sample_index=delay "$TMP/cond/mutex.pb.gz" >"$TMP/ctop.txt"
+share() { awk -v pat="$1" '$0 ~ pat {gsub(/%/, "", $2); s += $2} END {printf "%.2f\n", s + 0}' "$TMP/ctop.txt"; }
+holder=$(share ' holder_site$')
+unseen=$(share '\[cprof: unlocker not seen\]')
+echo "cond: holder_site ${holder}%, [cprof: unlocker not seen] ${unseen}% of the delay (producers measured ${measured} ns)"
+awk -v h="$holder" 'BEGIN { exit !(h >= 90) }' || { cat "$TMP/ctop.txt"; fail "cond: the holder has ${holder}% of the delay, under 90%"; }
+awk -v u="$unseen" 'BEGIN { exit !(u < 5) }' || { cat "$TMP/ctop.txt"; fail "cond: ${unseen}% of the delay unattributed, 5% or more"; }
+checks=$((checks + 2))
+within10 "cond mutex" "$TMP/cond/mutex.pb.gz" "$measured"
 
 mkdir -p "$TMP/linked" "$TMP/preloaded"
 measured=$("$CPROF_BUILD/test/progs/mutex_contend" "$TMP/linked" | sed -n 's/^measured_wait_ns=//p')

@@ -40,13 +40,12 @@ static void *writer(void *arg) {
 }
 
 /* True when the text profile names a function of cprof's: its public
- * functions and internal ones share the cprof_ prefix. The one exception
- * is the documented stand-in for a wait whose unlocker is unknown,
- * cprof_unknown_unlocker, which is a frame of no cprof code. */
+ * functions and internal ones share the cprof_ prefix. (A wait whose
+ * unlocker is unknown stands under "[cprof: unlocker not seen]", which is
+ * no function.) */
 static int names_cprof(const char *text) {
   for (const char *p = text; (p = strstr(p, "cprof_")) != NULL; p++) {
     if (p > text && p[-1] != ' ' && p[-1] != '\t') continue;
-    if (strncmp(p, "cprof_unknown_unlocker", 22) == 0) continue;
     return 1;
   }
   return 0;
