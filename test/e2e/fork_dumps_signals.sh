@@ -63,12 +63,13 @@ run() {
 if sanitized_build "$prog"; then
   # GCC 12's libasan does not lock its allocator across fork: a child
   # forked while another thread allocates (here the parent's dumper,
-  # writing its dump) can wait forever for a lock of the sanitizer's.
-  echo "skip: usr1 (ASan's allocator is not fork-safe with a thread allocating)"
-else
-  run usr1 exit "$n" usr1
-  echo "usr1: reasons: $(grep '^Reason:' "$TMP/usr1.log" | sort | uniq -c | tr -s ' \n' ' ')"
+  # writing its dump; in the term case, found with gdb in 2 of about 40 runs
+  # under load, a thread inside the allocator's fallback path) can wait
+  # forever for a lock of the sanitizer's, in its exit dump.
+  skip_rest "usr1 and term (GCC 12's ASan allocator is not fork-safe with a thread allocating)"
 fi
+run usr1 exit "$n" usr1
+echo "usr1: reasons: $(grep '^Reason:' "$TMP/usr1.log" | sort | uniq -c | tr -s ' \n' ' ')"
 
 run term term "$n" 15000
 echo "term: children: $(awk '$1 == "child" { print $3, $4 }' "$TMP/term.out" | sort | uniq -c | tr -s ' \n' ' ')"
