@@ -17,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD:-build}
 jobs=$(nproc)
-fuzz_seconds=${FUZZ_SECONDS:-15}
+fuzz_seconds=${FUZZ_SECONDS:-6}
 passed=0
 failed=0
 skipped=0
