@@ -10,8 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -865,8 +868,20 @@ static const char run_help[] =
     "                         --http goes to them only when ADDR has a %p,\n"
     "                         which each process reads as its pid\n"
     "\n"
+    "DEFAULT OUTPUT\n"
+    "    With no output named (no --http, --dump or --dump-out, and none of\n"
+    "    CPROF_HTTP, CPROF_DUMP, CPROF_PUSH_URL set), PROG runs with\n"
+    "    --dump cpu,heap into ./cprof-PID.log, PID being PROG's, as perf\n"
+    "    record writes perf.data: cprof run then starts PROG as its child,\n"
+    "    passes SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to it, waits for it,\n"
+    "    and prints one line on stderr naming the log and the command that\n"
+    "    opens its CPU profile. --dump-out without --dump dumps nothing,\n"
+    "    and says so.\n"
+    "\n"
     "EXIT STATUS\n"
-    "    PROG's own; 127 when PROG cannot be run, 2 for a usage error.\n";
+    "    PROG's own (a PROG killed by a signal kills cprof run with it);\n"
+    "    126 when PROG is not executable, 127 when it is not found, 2 for a\n"
+    "    usage error.\n";
 
 /* The directory this executable is in. */
 static int self_dir(char *out, size_t len) {
@@ -905,6 +920,97 @@ static int find_library(char *out, size_t len) {
  * it is when the process defines this (init.c): this tool reads CPROF_*
  * variables of its own and sets those `cprof run` passes on. */
 CPROF_EXPORT const int cprof_tool_environment = 1;
+
+static bool getenv_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+
+/* The child cprof run waits for in its default output mode, for the
+ * signals it passes on. */
+static volatile sig_atomic_t run_child;
+
+static void pass_on(int sig) {
+  if (run_child > 0) kill((pid_t)run_child, sig);
+}
+
+/* `cprof run` with no output named: PROG, as a child, dumps cpu and heap
+ * into ./cprof-PID.log at exit; then one line says where they are and
+ * how to open them, and PROG's status is passed on. */
+static int run_default(char **prog) {
+  char cwd[PATH_MAX];
+  if (!getcwd(cwd, sizeof cwd)) {
+    fprintf(stderr, "cprof run: the current directory: %s\n", strerror(errno));
+    return 127;
+  }
+  /* The terminal's signals reach PROG through the process group; others
+   * sent to cprof run are passed on. */
+  struct sigaction ign = {.sa_handler = SIG_IGN}, fwd = {.sa_handler = pass_on};
+  sigemptyset(&ign.sa_mask);
+  sigemptyset(&fwd.sa_mask);
+  fwd.sa_flags = SA_RESTART;
+  struct sigaction old_int, old_quit;
+  sigaction(SIGINT, &ign, &old_int);
+  sigaction(SIGQUIT, &ign, &old_quit);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "cprof run: fork: %s\n", strerror(errno));
+    return 127;
+  }
+  if (pid == 0) {
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    char out[PATH_MAX + 32];
+    snprintf(out, sizeof out, "%s/cprof-%ld.log", cwd, (long)getpid());
+    setenv("CPROF_DUMP", "cpu,heap", 1);
+    setenv("CPROF_DUMP_OUT", out, 1);
+    execvp(prog[0], prog);
+    int err = errno;
+    fprintf(stderr, "cprof run: %s: %s\n", prog[0], strerror(err));
+    _exit(err == EACCES ? 126 : 127);
+  }
+  run_child = pid;
+  static const int passed[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+  for (size_t i = 0; i < sizeof passed / sizeof passed[0]; i++)
+    sigaction(passed[i], &fwd, NULL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  char log[64];
+  snprintf(log, sizeof log, "cprof-%ld.log", (long)pid);
+  struct stat st;
+  bool ran = !(WIFEXITED(status) &&
+               (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127) &&
+               stat(log, &st) != 0);
+  if (ran) {
+    if (stat(log, &st) == 0 && st.st_size > 0)
+      fprintf(stderr,
+              "cprof run: profiles of pid %ld are in %s; open them with: "
+              "cprof extract -o cprof-%ld %s && go tool pprof -top "
+              "cprof-%ld/cpu-%ld-*.pb.gz\n",
+              (long)pid, log, (long)pid, log, (long)pid, (long)pid);
+    else
+      fprintf(stderr,
+              "cprof run: %s ended before it could dump its profiles "
+              "(nothing in %s)\n",
+              prog[0], log);
+  }
+  if (WIFSIGNALED(status)) {
+    /* Dies of PROG's signal, without a core of its own (PROG's is
+     * PROG's business). */
+    int sig = WTERMSIG(status);
+    const struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(sig, SIG_DFL);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, sig);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    raise(sig);
+    return 128 + sig;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
 
 static int cmd_run(int argc, char **argv) {
   enum {
@@ -968,6 +1074,14 @@ static int cmd_run(int argc, char **argv) {
           stderr);
     return 2;
   }
+  const bool named_dump = getenv_set("CPROF_DUMP");
+  if (!named_dump && getenv_set("CPROF_DUMP_OUT"))
+    fputs("cprof run: --dump-out names a file but no profile is dumped into "
+          "it: add --dump SPEC (e.g. --dump cpu,heap)\n",
+          stderr);
+  const bool default_output = !named_dump && !getenv_set("CPROF_DUMP_OUT") &&
+                              !getenv_set("CPROF_HTTP") &&
+                              !getenv_set("CPROF_PUSH_URL");
   char lib[PATH_MAX];
   if (find_library(lib, sizeof lib) != 0) {
     fputs("cprof run: cannot find libcprof.so next to cprof or in its install "
@@ -987,9 +1101,11 @@ static int cmd_run(int argc, char **argv) {
   else
     snprintf(preload, sizeof preload, "%s", lib);
   setenv("LD_PRELOAD", preload, 1);
+  if (default_output) return run_default(argv + optind);
   execvp(argv[optind], argv + optind);
-  fprintf(stderr, "cprof run: %s: %s\n", argv[optind], strerror(errno));
-  return 127;
+  int err = errno;
+  fprintf(stderr, "cprof run: %s: %s\n", argv[optind], strerror(err));
+  return err == EACCES ? 126 : 127;
 }
 
 int main(int argc, char **argv) {

@@ -110,4 +110,51 @@ expect_match "$TMP/out" '^arg --dump$' "options after PROG go to PROG"
 LD_PRELOAD="$rt" expect_status 3 "$cprof" run -- sh -c 'exit 3'
 expect_status 2 "$cprof" run --bogus -- true
 expect_status 2 "$cprof" run
+
+# No output named: PROG dumps cpu and heap into ./cprof-PID.log, and one
+# line on stderr names the log and the command that opens it; running that
+# command (with cprof on PATH, as installed) shows PROG's CPU profile.
+rm -f cprof-*.log
+worker=$CPROF_BUILD/test/progs/plain_worker
+LD_PRELOAD="$rt" expect_status 0 "$cprof" run -- "$worker" 1
+line=$(tail -1 "$TMP/err")
+[[ $line =~ ^cprof\ run:\ profiles\ of\ pid\ ([0-9]+)\ are\ in\ (cprof-[0-9]+\.log)\;\ open\ them\ with:\ (.*)$ ]] ||
+  { cat "$TMP/err"; fail "cprof run with no output named: no line saying where the profiles are"; }
+pid=${BASH_REMATCH[1]} log=${BASH_REMATCH[2]} next=${BASH_REMATCH[3]}
+[ "$log" = "cprof-$pid.log" ] && [ -s "$log" ] || fail "the log $log (pid $pid) is missing or empty"
+echo "ok: cprof run with no output named left $log and said: $next"
+PATH="$CPROF_BUILD:$PATH" bash -c "$next" >"$TMP/next.out" 2>&1 || { cat "$TMP/next.out"; fail "the command cprof run printed failed: $next"; }
+expect_match "$TMP/next.out" '^Type: cpu$' "the printed command shows the CPU profile"
+expect_match "$TMP/next.out" ' worker_spin$' "the printed command shows PROG's hot function"
+[ "$(ls "cprof-$pid" | grep -Ec "^(cpu|heap)-$pid-[0-9]+\.pb\.gz$")" -eq 2 ] || { ls "cprof-$pid"; fail "cprof-$pid holds no cpu and heap profile"; }
+checks=$((checks + 1))
+echo "ok: the log holds PROG's cpu and heap profiles"
+# SIGTERM to cprof run goes on to PROG, which dumps and dies of it; cprof
+# run dies of it too, after its line.
+LD_PRELOAD="$rt" "$cprof" run -- sleep 60 >"$TMP/out" 2>"$TMP/err" &
+rp=$!
+track "$rp"
+child=
+for _ in $(seq 200); do
+  child=$(pgrep -P "$rp" -x sleep || true)
+  [ -n "$child" ] && grep -q libcprof "/proc/$child/maps" 2>/dev/null && break
+  sleep 0.05
+done
+[ -n "$child" ] || fail "cprof run -- sleep: no child running sleep"
+sleep 0.2 # its constructor, which installs the dump handlers, has run
+kill -TERM "$rp"
+status=0
+wait "$rp" || status=$?
+[ "$status" -eq 143 ] || { cat "$TMP/err"; fail "cprof run, sent SIGTERM: status $status, not 143"; }
+expect_match "$TMP/err" "^cprof run: profiles of pid $child are in cprof-$child\\.log" "SIGTERM passed on to PROG, which dumped; cprof run then died of it (143)"
+# A PROG that is no executable: 126, as shells say; a missing one: 127.
+printf 'echo\n' >"$TMP/noexec"
+chmod 644 "$TMP/noexec"
+LD_PRELOAD="$rt" expect_status 126 "$cprof" run -- "$TMP/noexec"
+LD_PRELOAD="$rt" expect_status 127 "$cprof" run -- "$TMP/missing"
+LD_PRELOAD="$rt" expect_status 126 "$cprof" run --dump cpu -- "$TMP/noexec"
+expect_no_match "$TMP/err" 'profiles of pid' "no line about profiles for a PROG that never ran"
+# --dump-out without --dump dumps nothing, and says so.
+LD_PRELOAD="$rt" expect_status 0 "$cprof" run --dump-out "$TMP/x.log" -- true
+expect_match "$TMP/err" '^cprof run: --dump-out names a file but no profile is dumped into it' "--dump-out without --dump is reported"
 finish

@@ -71,7 +71,7 @@ expect_match "$TMP/none.out" '^ok$' "no C++ runtime: new, delete and a failing n
 pprof -sample_index=inuse_space -top -unit=B "$TMP"/none/heap-*.pb.gz >"$TMP/none.top"
 expect_match "$TMP/none.top" '^ +100000B .* alloc_through_new$' "no C++ runtime: new is sampled as malloc"
 set +e
-"$cprof" run -- "$none" fail >"$TMP/fail.out" 2>"$TMP/fail.err"
+(cd "$TMP" && exec "$cprof" run -- "$none" fail) >"$TMP/fail.out" 2>"$TMP/fail.err"
 rc=$?
 set -e
 [ "$rc" -eq 134 ] || { cat "$TMP/fail.out" "$TMP/fail.err"; fail "a failing throwing new without a C++ runtime exited $rc, not 134 (SIGABRT)"; }

@@ -35,7 +35,7 @@ if ! tsan_build "$CPROF_BUILD/cprof"; then
   # The library the shell loaded, from its maps, read with builtins only
   # (no child under the ASan runtime): the program's own LD_PRELOAD no
   # longer names cprof once the library has started.
-  env LD_LIBRARY_PATH= LD_PRELOAD="$rt" "$prefix/bin/cprof" run -- sh -c 'while read -r l; do case $l in *libcprof*) echo "${l##* }";; esac; done </proc/$$/maps' >"$TMP/run.txt" 2>&1 ||
+  (cd "$TMP" && exec env LD_LIBRARY_PATH= LD_PRELOAD="$rt" "$prefix/bin/cprof" run -- sh -c 'while read -r l; do case $l in *libcprof*) echo "${l##* }";; esac; done </proc/$$/maps') >"$TMP/run.txt" 2>&1 ||
     { cat "$TMP/run.txt"; fail "the installed cprof run"; }
   expect_match "$TMP/run.txt" "(^|[ :])$libdir/libcprof\\.so[.0-9]*( |:|$)" "the installed cprof run preloads the installed library"
 fi
