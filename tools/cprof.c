@@ -582,7 +582,7 @@ static const char top_help[] =
     "    cprof top - print a profile's top functions, like go tool pprof -top\n"
     "\n"
     "SYNOPSIS\n"
-    "    cprof top [-n N] [-sample_index TYPE] [-unit UNIT]\n"
+    "    cprof top [-n N] [-cum] [-sample_index TYPE] [-unit UNIT]\n"
     "              [-nodefraction F] [-max-size SIZE] FILE\n"
     "\n"
     "DESCRIPTION\n"
@@ -593,10 +593,15 @@ static const char top_help[] =
     "    (once per sample), rows sorted by flat. Frames are merged by\n"
     "    function name, inlined frames included. Unlike pprof, cprof top\n"
     "    ignores the profile's drop_frames and keep_frames, and has no\n"
-    "    filters (focus, ignore, show, hide).\n"
+    "    filters (focus, ignore, show, hide) and no other granularity\n"
+    "    (-lines, -files, -addresses): for those, it names the go tool\n"
+    "    pprof command that has them.\n"
     "\n"
     "OPTIONS (anywhere before --; one dash or two)\n"
-    "    -n N              print at most N rows (default: all)\n"
+    "    -n N, -nodecount N\n"
+    "                      print at most N rows (default: all)\n"
+    "    -cum              sort by cum (then name, then flat), as pprof -cum\n"
+    "    -flat             sort by flat (the default)\n"
     "    -sample_index T   the sample type, by name (e.g. alloc_space) or\n"
     "                      index; default: the profile's default_sample_type,\n"
     "                      else the last type, as pprof chooses\n"
@@ -640,10 +645,52 @@ static void go_pct(char *out, size_t len, int64_t v, int64_t total) {
     snprintf(out, len, "%5.2g%%", r);
 }
 
+/* pprof -cum's order (its CumNameOrder): |cum| descending, then name,
+ * then |flat| descending. */
+static int cum_order(const void *a, const void *b) {
+  const pprofdec_row *l = a, *r = b;
+  int64_t lc = l->cum < 0 ? -l->cum : l->cum, rc = r->cum < 0 ? -r->cum : r->cum;
+  if (lc != rc) return lc > rc ? -1 : 1;
+  int c = strcmp(l->name, r->name);
+  if (c) return c;
+  int64_t lf = l->flat < 0 ? -l->flat : l->flat;
+  int64_t rf = r->flat < 0 ? -r->flat : r->flat;
+  return lf == rf ? 0 : lf > rf ? -1 : 1;
+}
+
+/* An option cprof top does not have: one of go tool pprof's gets the
+ * pprof command that has it. */
+static void top_unknown_option(const char *arg) {
+  static const char *const pprof_only[] = {
+      "lines", "files", "addresses", "functions", "focus", "ignore",
+      "show", "hide", "tagfocus", "tagignore", "tagshow", "taghide",
+      "show_from", "http", "web", "output", "o", "call_tree", "trim",
+      "compact_labels", "seconds", "symbolize", "edgefraction",
+      "noinlines", "relative_percentages", "list", "peek",
+      "disasm", "weblist", "traces", "raw", "tree", "text", "top",
+      "diff_base", "base", "normalize", "filefunctions", "mean"};
+  const char *name = arg;
+  while (*name == '-') name++;
+  size_t len = strcspn(name, "=");
+  for (size_t i = 0; i < sizeof pprof_only / sizeof pprof_only[0]; i++) {
+    if (strlen(pprof_only[i]) == len && strncmp(name, pprof_only[i], len) == 0) {
+      fprintf(stderr,
+              "cprof top: %s is go tool pprof's and not cprof top's: run "
+              "go tool pprof -top %s FILE\n",
+              arg, arg);
+      return;
+    }
+  }
+  fprintf(stderr, "cprof top: unknown option %s\n", arg);
+}
+
 static int cmd_top(int argc, char **argv) {
-  enum { O_N = 1000, O_INDEX, O_UNIT, O_FRACTION, O_MAX };
+  enum { O_N = 1000, O_INDEX, O_UNIT, O_FRACTION, O_MAX, O_CUM, O_FLAT };
   static const struct option longopts[] = {
       {"n", required_argument, NULL, O_N},
+      {"nodecount", required_argument, NULL, O_N},
+      {"cum", no_argument, NULL, O_CUM},
+      {"flat", no_argument, NULL, O_FLAT},
       {"max-size", required_argument, NULL, O_MAX},
       {"sample_index", required_argument, NULL, O_INDEX},
       {"unit", required_argument, NULL, O_UNIT},
@@ -651,20 +698,26 @@ static int cmd_top(int argc, char **argv) {
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
   static const char use[] =
-      "usage: cprof top [-n N] [-sample_index TYPE] [-unit UNIT] "
+      "usage: cprof top [-n N] [-cum] [-sample_index TYPE] [-unit UNIT] "
       "[-nodefraction F] [-max-size SIZE] FILE\n";
+  bool by_cum = false;
   long maxrows = 0;
   const char *index = NULL, *unit = "minimum", *max_arg = NULL, *ops[2];
   double fraction = 0.005;
   int opt, nops = 0;
   char *end;
   optind = 1;
-  while ((opt = getopt_long_only(argc, argv, "-h", longopts, NULL)) != -1) {
+  opterr = 0;
+  /* No short options: -help is the long one, and an option such as
+   * -http=:8080 is never read as -h. */
+  while ((opt = getopt_long_only(argc, argv, "-:", longopts, NULL)) != -1) {
     switch (opt) {
       case 1:
         if (nops == 2) break;
         ops[nops++] = optarg;
         break;
+      case O_CUM: by_cum = true; break;
+      case O_FLAT: by_cum = false; break;
       case O_N:
         maxrows = strtol(optarg, &end, 10);
         if (*end || maxrows < 0) {
@@ -684,7 +737,13 @@ static int cmd_top(int argc, char **argv) {
         break;
       case O_MAX: max_arg = optarg; break;
       case 'h': fputs(top_help, stdout); return 0;
-      default: fputs(use, stderr); return 2;
+      case ':':
+        fprintf(stderr, "cprof top: %s needs a value\n", argv[optind - 1]);
+        return 2;
+      default:
+        top_unknown_option(argv[optind - 1]);
+        fputs(use, stderr);
+        return 2;
     }
   }
   if (nops + argc - optind != 1) {
@@ -720,6 +779,7 @@ static int cmd_top(int argc, char **argv) {
     pprofdec_free(&p);
     return 1;
   }
+  if (by_cum) qsort(t.rows, t.nrows, sizeof *t.rows, cum_order);
   const char *sunit = p.sample_types[vi].unit;
   /* pprof's node cutoff: rows whose |cum| is below it are left out. */
   int64_t cutoff = (int64_t)((double)t.total * fraction);
@@ -1063,7 +1123,8 @@ static int cmd_run(int argc, char **argv) {
     /* The library checks each value when it loads and says what is wrong
      * with it; here only emptiness is refused, since an empty variable
      * means "unset" there. */
-    if (!*optarg) {
+    /* No value starts with "--": `--http -- PROG` lacks the address. */
+    if (!*optarg || strncmp(optarg, "--", 2) == 0) {
       fprintf(stderr, "cprof run: --%s needs a value\n", longopts[opt - 1].name);
       return 2;
     }

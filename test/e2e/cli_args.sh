@@ -84,6 +84,26 @@ expect_status 2 "$cprof" view
 expect_status 2 "$cprof" view heap.pb.gz other.pb.gz
 expect_status 2 "$cprof" view heap.pb.gz -o
 expect_status 2 "$cprof" top heap.pb.gz -bogus
+expect_match "$TMP/err" '^cprof top: unknown option -bogus$' "top names an unknown option"
+# pprof's spellings: -nodecount is -n; -cum sorts as pprof -cum does (the
+# same rows, in the same order, as go tool pprof prints); -lines and -http
+# are pprof's alone, and the error names the pprof command (never help,
+# as -http once did by prefix).
+expect_status 0 "$cprof" top -nodecount=1 -sample_index=samples heap.pb.gz
+cmp -s "$TMP/top_first.txt" "$TMP/out" || fail "top -nodecount=1 differs from -n 1"
+expect_status 0 "$cprof" top -cum -nodefraction=0 -sample_index=samples heap.pb.gz
+grep -E '^ +[-0-9.]' "$TMP/out" >"$TMP/cum_cprof.txt"
+pprof -top -cum -nodefraction=0 -sample_index=samples heap.pb.gz | grep -E '^ +[-0-9.]' >"$TMP/cum_pprof.txt"
+[ -s "$TMP/cum_pprof.txt" ] && cmp -s "$TMP/cum_cprof.txt" "$TMP/cum_pprof.txt" ||
+  { diff "$TMP/cum_cprof.txt" "$TMP/cum_pprof.txt" >&2; fail "cprof top -cum rows differ from go tool pprof -top -cum"; }
+checks=$((checks + 1))
+echo "ok: cprof top -cum prints go tool pprof -top -cum's rows"
+expect_status 2 "$cprof" top -lines heap.pb.gz
+expect_match "$TMP/err" '^cprof top: -lines is go tool pprof.s and not cprof top.s: run go tool pprof -top -lines FILE$' "top -lines names the pprof command"
+expect_status 2 "$cprof" top -http=:8080 heap.pb.gz
+expect_no_match "$TMP/out" 'SYNOPSIS' "top -http=:8080 is not taken for -help"
+expect_status 2 "$cprof" top heap.pb.gz -n
+expect_match "$TMP/err" '^cprof top: -n needs a value$' "top -n without a value says so"
 expect_status 2 "$cprof" top heap.pb.gz heap.pb.gz
 expect_status 2 "$cprof" top -- heap.pb.gz -n
 expect_status 2 "$cprof" extract -q app.log
@@ -109,6 +129,8 @@ expect_match "$TMP/out" '^dump=unset http=unset$' "options after PROG are not cp
 expect_match "$TMP/out" '^arg --dump$' "options after PROG go to PROG"
 LD_PRELOAD="$rt" expect_status 3 "$cprof" run -- sh -c 'exit 3'
 expect_status 2 "$cprof" run --bogus -- true
+expect_status 2 "$cprof" run --http -- true
+expect_match "$TMP/err" '^cprof run: --http needs a value$' "cprof run --http -- PROG: the address is missing, not --"
 expect_status 2 "$cprof" run
 
 # No output named: PROG dumps cpu and heap into ./cprof-PID.log, and one
