@@ -2,9 +2,9 @@
  * The HTTP endpoint's test program. It starts cprof_http_start() and
  * prints the bound port (0 for a unix socket) as one line on stdout, then
  * runs a small workload until SIGTERM or SIGINT, when it stops the server
- * and exits 0. The workload: one thread burning CPU in burn_http(), and a
- * thread created every 200 ms (so threadcreate deltas have something to
- * show) that also allocates and frees.
+ * and exits 0. The workload: one thread burning a quarter of a CPU in
+ * burn_http(), and a thread created every 200 ms (so threadcreate deltas
+ * have something to show) that also allocates and frees.
  *
  *   http_server [--addr A] [--token T] [--max-seconds N] [--remote]
  *               [--idle SECONDS] [--header-timeout SECONDS]
@@ -53,9 +53,23 @@ __attribute__((noinline)) void burn_http(uint64_t n) {
 
 __attribute__((noinline)) void spawn_http_worker(void);
 
+static int64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A quarter of a CPU: 5 ms in burn_http, then 15 ms asleep. Every CPU
+ * sample of the workload still lands in burn_http, and a test's server
+ * leaves the machine's other CPU time to the tests beside it. */
 static void *burner(void *arg) {
   (void)arg;
-  while (!atomic_load(&stop_work)) burn_http(1000000);
+  const struct timespec rest = {0, 15000000};
+  while (!atomic_load(&stop_work)) {
+    const int64_t until = mono_ns() + 5000000;
+    while (mono_ns() < until) burn_http(20000);
+    nanosleep(&rest, NULL);
+  }
   return NULL;
 }
 

@@ -10,7 +10,8 @@
  *                            and after (0.2 s) the forks, waits, exits
  *   plain_forks server S     a master that forks two workers and idles
  *                            while they serve (and a third on SIGUSR2):
- *                            each burns CPU in its own function
+ *                            each burns half a CPU (20 ms bursts) in its
+ *                            own function
  *                            (alpha_worker_burn, beta_worker_burn; the
  *                            third beta's) and allocates, for S
  *                            seconds of wall time or until it is sent
@@ -140,6 +141,8 @@ static int mode_server(double seconds) {
           beta_worker_burn(0.02);
         kept = malloc(65536 + (size_t)i);
         free(kept);
+        /* Half a CPU each: the tests beside this one keep their share. */
+        usleep(20000);
       }
       /* The main thread's: the worker's own work, without any other
        * thread's (a profiler's). */

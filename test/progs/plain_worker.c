@@ -1,9 +1,9 @@
 /*
  * An unmodified program for `cprof run`: it knows nothing of cprof.
  *   plain_worker SECONDS [LOG_EVERY_MS]
- * Two threads burn CPU in worker_spin for SECONDS, then the program exits
- * normally. With LOG_EVERY_MS, the main thread also writes a log line to
- * stderr that often, to interleave with dumps.
+ * Two threads burn a quarter of a CPU each in worker_spin for SECONDS,
+ * then the program exits normally. With LOG_EVERY_MS, the main thread
+ * also writes a log line to stderr that often, to interleave with dumps.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -27,10 +27,17 @@ __attribute__((noinline)) static void worker_spin(void) {
   sink = x;
 }
 
+/* A quarter of a CPU each: 5 ms in worker_spin, then 15 ms asleep, so
+ * that the tests beside this one keep their CPU time. */
 static void *worker(void *arg) {
   (void)arg;
+  const struct timespec rest = {0, 15000000};
   double end = now() + seconds;
-  while (now() < end) worker_spin();
+  while (now() < end) {
+    double burst = now() + 0.005;
+    while (now() < burst) worker_spin();
+    if (now() < end) nanosleep(&rest, NULL);
+  }
   return NULL;
 }
 
