@@ -250,12 +250,15 @@ void cprof__prof_comment(cprof__prof *p, const char *comment) {
 }
 
 void cprof__prof_drop_comment(cprof__prof *p, const cprof__agg *agg) {
+  const uint64_t overflows = cprof__stacktab_overflows();
+  const uint64_t drops = agg ? cprof__agg_drops(agg) : 0;
+  if (overflows == 0 && drops == 0) return; /* nothing to say */
   char text[200];
   snprintf(text, sizeof text,
            "cprof %s: %llu samples lost to a full stack table (or one out "
            "of address space), %llu to a full profile table",
-           cprof_version(), (unsigned long long)cprof__stacktab_overflows(),
-           (unsigned long long)(agg ? cprof__agg_drops(agg) : 0));
+           cprof_version(), (unsigned long long)overflows,
+           (unsigned long long)drops);
   cprof__prof_comment(p, text);
 }
 

@@ -103,8 +103,8 @@ CPROF__HIDDEN const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs,
                                                          size_t i,
                                                          bool first_is_call);
 
-/* The drop comment every profile carries: what the stack table and the
- * profile's own table lost. */
+/* The drop comment of a profile that lost samples: what the stack table
+ * and the profile's own table lost (none when nothing was). */
 CPROF__HIDDEN void cprof__prof_drop_comment(cprof__prof *p,
                                             const cprof__agg *agg);
 

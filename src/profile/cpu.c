@@ -88,10 +88,12 @@ static int write_window(const cprof__cpu_window *s, const cprof_sink *sink) {
   if (!p) return CPROF_ENOMEM;
   cprof__prof_drop_comment(p, s->agg);
   char text[128];
-  snprintf(text, sizeof text,
-           "cprof cpu: %llu threads could not be given a CPU timer",
-           (unsigned long long)s->unarmed);
-  cprof__prof_comment(p, text);
+  if (s->unarmed) {
+    snprintf(text, sizeof text,
+             "cprof cpu: %llu threads could not be given a CPU timer",
+             (unsigned long long)s->unarmed);
+    cprof__prof_comment(p, text);
+  }
   if (s->signo == SIGPROF)
     snprintf(text, sizeof text, "cprof cpu: the timers' signal: SIGPROF");
   else if (s->signo >= SIGRTMIN)

@@ -65,6 +65,7 @@ awk -v h="$holder" 'BEGIN { exit !(h >= 90) }' || { cat "$TMP/ctop.txt"; fail "c
 awk -v u="$unseen" 'BEGIN { exit !(u < 5) }' || { cat "$TMP/ctop.txt"; fail "cond: ${unseen}% of the delay unattributed, 5% or more"; }
 checks=$((checks + 2))
 within10 "cond mutex" "$TMP/cond/mutex.pb.gz" "$measured"
+expect_no_match "$TMP/ctop.txt" 'samples lost to a full stack table' "a profile that lost nothing has no comment about losses"
 
 mkdir -p "$TMP/linked" "$TMP/preloaded"
 measured=$("$CPROF_BUILD/test/progs/mutex_contend" "$TMP/linked" | sed -n 's/^measured_wait_ns=//p')
