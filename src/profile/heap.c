@@ -134,14 +134,18 @@ static int write_pprof(const cprof__records *recs, int64_t duration_ns,
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
   cprof__prof_drop_comment(p, cprof__heap_samples());
-  char text[200];
-  snprintf(text, sizeof text,
-           "cprof heap: %llu sampled objects were not tracked to their free "
-           "(live table full, or out of address space: %llu mappings of a "
-           "chunk failed)",
-           (unsigned long long)cprof__heap_untracked(),
-           (unsigned long long)cprof__heap_grow_failures());
-  cprof__prof_comment(p, text);
+  const uint64_t untracked = cprof__heap_untracked();
+  const uint64_t grow_failures = cprof__heap_grow_failures();
+  if (untracked || grow_failures) {
+    char text[200];
+    snprintf(text, sizeof text,
+             "cprof heap: %llu sampled objects were not tracked to their "
+             "free (live table full, or out of address space: %llu mappings "
+             "of a chunk failed)",
+             (unsigned long long)untracked,
+             (unsigned long long)grow_failures);
+    cprof__prof_comment(p, text);
+  }
   for (size_t i = 0; i < recs->len; i++) {
     const cprof__record *r = &recs->v[i];
     int64_t vals[4];
