@@ -29,7 +29,8 @@ static double now(void) {
 
 static volatile uint64_t result;
 static pthread_mutex_t results_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *recent[256]; /* the last records kept: the live heap */
+#define KEPT 4096
+static char *recent[KEPT]; /* the last records kept: the live heap */
 static unsigned nrecent;
 
 /* Keeps a copy of a record, under a lock the workers contend on. */
@@ -38,8 +39,8 @@ __attribute__((noinline)) static void remember(const char *rec, size_t len) {
   if (!copy) return;
   memcpy(copy, rec, len);
   pthread_mutex_lock(&results_lock);
-  char *old = recent[nrecent % 256];
-  recent[nrecent++ % 256] = copy;
+  char *old = recent[nrecent % KEPT];
+  recent[nrecent++ % KEPT] = copy;
   pthread_mutex_unlock(&results_lock);
   free(old);
 }
@@ -121,6 +122,14 @@ int main(int argc, char **argv) {
 
   printf("demo: cprof %s, running %.1f s on 5 threads\n", cprof_version(),
          run_seconds);
+  /* Finer than the defaults, so that each profile the demo shows rests on
+   * enough samples: the live set (4096 records of 2 KiB on average, 8 MiB)
+   * is sampled every 128 KiB instead of every 512 KiB (about 64 live
+   * samples), and every contended lock is recorded (Go's
+   * runtime.SetMutexProfileFraction(1)). A production program keeps the
+   * defaults. */
+  cprof_heap_set_rate(128 * 1024);
+  cprof_set_mutex_profile_fraction(1);
   cprof_http *http = NULL;
   if (portfile) {
     cprof_http_config cfg = {0};
