@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "sink/http.h"
 #include "sink/query.h"
 
 static void count(uint64_t addr, void *ctx) {
@@ -43,6 +45,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   } else if (rc != CPROF_EINVAL || !err[0]) {
     abort();
+  }
+
+  /* An Authorization value as it is, and as Basic credentials (base64
+   * decoded into a bounded buffer): no read past its end, and only the
+   * token's exact credentials admitted. */
+  if (cprof__http_token_ok("s3cret", text, size) &&
+      (size < 6 || strncasecmp(text, "Basic ", 6) != 0) &&
+      (size < 7 || strncasecmp(text, "Bearer ", 7) != 0))
+    abort();
+  char *basic = malloc(size + 6);
+  if (basic) {
+    memcpy(basic, "Basic ", 6);
+    memcpy(basic + 6, text, size);
+    (void)cprof__http_token_ok("s3cret", basic, size + 6);
+    free(basic);
   }
 
   char path[256];

@@ -881,7 +881,7 @@ static const char run_help[] =
     "    cprof run - profile an unmodified program\n"
     "\n"
     "SYNOPSIS\n"
-    "    cprof run [--http ADDR] [--dump SPEC] [--dump-out FILE]\n"
+    "    cprof run [--http ADDR] [--token TOKEN] [--dump SPEC] [--dump-out FILE]\n"
     "              [--dump-signals LIST]\n"
     "              [--heap-rate N] [--cpu-hz N] [--mutex-fraction N]\n"
     "              [--block-rate NS] [--unwind MODE] [--follow-exec]\n"
@@ -908,6 +908,12 @@ static const char run_help[] =
     "\n"
     "    --http ADDR          serve /debug/pprof/ on ADDR (CPROF_HTTP), e.g.\n"
     "                         127.0.0.1:6060 or unix:/run/app.sock\n"
+    "    --token TOKEN        the endpoint answers only requests that carry\n"
+    "                         TOKEN (CPROF_HTTP_TOKEN): Authorization: Bearer\n"
+    "                         TOKEN, or as the password of HTTP Basic\n"
+    "                         credentials, as go tool pprof sends\n"
+    "                         http://pprof:TOKEN@host/... (the value is seen\n"
+    "                         by other users in ps; the variable is not)\n"
     "    --dump SPEC          dump profiles on SIGTERM, SIGINT, SIGUSR1 and at\n"
     "                         exit (CPROF_DUMP), e.g. cpu,heap=debug=1\n"
     "    --dump-out FILE      append dumps to FILE instead of stderr\n"
@@ -1083,6 +1089,7 @@ static int cmd_run(int argc, char **argv) {
     O_MUTEX,
     O_BLOCK,
     O_UNWIND,
+    O_TOKEN,
     O_FOLLOW_EXEC
   };
   static const struct option longopts[] = {
@@ -1095,6 +1102,7 @@ static int cmd_run(int argc, char **argv) {
       {"mutex-fraction", required_argument, NULL, O_MUTEX},
       {"block-rate", required_argument, NULL, O_BLOCK},
       {"unwind", required_argument, NULL, O_UNWIND},
+      {"token", required_argument, NULL, O_TOKEN},
       {"follow-exec", no_argument, NULL, O_FOLLOW_EXEC},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0}};
@@ -1104,7 +1112,7 @@ static int cmd_run(int argc, char **argv) {
       [O_HEAP] = "CPROF_HEAP_RATE",
       [O_CPU] = "CPROF_CPU_HZ",          [O_MUTEX] = "CPROF_MUTEX_FRACTION",
       [O_BLOCK] = "CPROF_BLOCK_RATE",    [O_UNWIND] = "CPROF_UNWIND",
-      [O_FOLLOW_EXEC] = "CPROF_FOLLOW_EXEC"};
+      [O_TOKEN] = "CPROF_HTTP_TOKEN",    [O_FOLLOW_EXEC] = "CPROF_FOLLOW_EXEC"};
   int opt;
   optind = 1;
   while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
@@ -1116,7 +1124,7 @@ static int cmd_run(int argc, char **argv) {
       setenv(env_of[opt], "1", 1);
       continue;
     }
-    if (opt < O_HTTP || opt > O_UNWIND) {
+    if (opt < O_HTTP || opt > O_TOKEN) {
       fputs("usage: cprof run [OPTIONS] -- PROG [ARGS...]\n", stderr);
       return 2;
     }

@@ -148,22 +148,96 @@ static void ok(cprof__http_resp *r, const char *type, const char *filename,
     r->disposition[0] = 0; /* profile names are short; never reached */
 }
 
-bool cprof__http_token_ok(const char *token, const char *authorization,
-                          size_t len) {
-  if (!token) return true;
-  if (!authorization || len < 7 || strncasecmp(authorization, "Bearer ", 7))
-    return false;
-  const char *got = authorization + 7;
-  size_t glen = len - 7;
-  while (glen && *got == ' ') got++, glen--;
+/* True when the glen bytes at got are the token. Every byte of the token
+ * is compared whatever the input, and the whole value counts (a NUL inside
+ * it included), so the time taken says nothing about how much of it
+ * matched. */
+static bool token_eq(const char *token, const char *got, size_t glen) {
   size_t wlen = strlen(token);
-  /* Every byte of the token is compared whatever the input, and the whole
-   * value counts (a NUL inside it included), so the time taken says
-   * nothing about how much of it matched. */
   volatile unsigned char diff = glen != wlen;
   for (size_t i = 0; i < wlen; i++)
     diff |= (unsigned char)token[i] ^ (unsigned char)(i < glen ? got[i] : 0);
   return diff == 0;
+}
+
+/* The value of a base64 character, or -1. */
+static int b64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}
+
+/* Decodes padded base64 (len a multiple of 4) into out (cap bytes);
+ * returns the bytes decoded, or -1 for anything else. */
+static long b64_decode(const char *in, size_t len, unsigned char *out,
+                       size_t cap) {
+  if (len == 0 || len % 4 || len / 4 * 3 > cap) return -1;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i += 4) {
+    int v[4], pad = 0;
+    for (int k = 0; k < 4; k++) {
+      unsigned char c = (unsigned char)in[i + (size_t)k];
+      if (c == '=' && i + 4 == len && k >= 2) {
+        v[k] = 0;
+        pad++;
+      } else if (pad || (v[k] = b64_value(c)) < 0) {
+        return -1;
+      }
+    }
+    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
+                 (uint32_t)v[2] << 6 | (uint32_t)v[3];
+    out[n++] = (unsigned char)(w >> 16);
+    if (pad < 2) out[n++] = (unsigned char)(w >> 8);
+    if (pad < 1) out[n++] = (unsigned char)w;
+  }
+  return (long)n;
+}
+
+/* Basic credentials longer than this are refused without decoding. */
+#define BASIC_MAX 768
+
+bool cprof__http_token_ok(const char *token, const char *authorization,
+                          size_t len) {
+  if (!token) return true;
+  if (!authorization) return false;
+  if (len >= 7 && strncasecmp(authorization, "Bearer ", 7) == 0) {
+    const char *got = authorization + 7;
+    size_t glen = len - 7;
+    while (glen && *got == ' ') got++, glen--;
+    return token_eq(token, got, glen);
+  }
+  /* HTTP Basic credentials, as go tool pprof sends a URL's user info
+   * (http://pprof:TOKEN@host/...): any user name, the token as password. */
+  if (len >= 6 && strncasecmp(authorization, "Basic ", 6) == 0) {
+    const char *got = authorization + 6;
+    size_t glen = len - 6;
+    while (glen && *got == ' ') got++, glen--;
+    unsigned char plain[BASIC_MAX / 4 * 3];
+    long n = glen <= BASIC_MAX ? b64_decode(got, glen, plain, sizeof plain) : -1;
+    if (n < 0) return false;
+    const unsigned char *colon = memchr(plain, ':', (size_t)n);
+    if (!colon) return false;
+    size_t at = (size_t)(colon - plain) + 1;
+    return token_eq(token, (const char *)plain + at, (size_t)n - at);
+  }
+  return false;
+}
+
+/* The viewer's page itself (GET or HEAD /debug/pprof/ui/ or .../ui, any
+ * query): code without data, which reads the token from its URL's
+ * #token= fragment and sends it with every request it makes, so a browser
+ * can open it without a way to set a header. */
+static bool is_ui_page(const cprof__http_req *req) {
+  if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0)
+    return false;
+  size_t plen = strcspn(req->uri, "?");
+  return (plen == sizeof PREFIX "ui/" - 1 &&
+          memcmp(req->uri, PREFIX "ui/", plen) == 0) ||
+         (plen == sizeof PREFIX "ui" - 1 &&
+          memcmp(req->uri, PREFIX "ui", plen) == 0);
 }
 
 /* Sleeps ns in slices of at most 100 ms; false when the client left or the
@@ -838,7 +912,8 @@ bool cprof__http_admit(const cprof__http_opts *o, const cprof__http_req *req,
     fail(r, 414, "request URI too long (limit %d bytes)", CPROF__HTTP_MAX_URI);
     return false;
   }
-  if (!cprof__http_token_ok(o->token, req->authorization,
+  if (!is_ui_page(req) &&
+      !cprof__http_token_ok(o->token, req->authorization,
                             req->authorization_len)) {
     r->www_authenticate = true;
     fail(r, 401, "%s",

@@ -87,27 +87,30 @@ done
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))[-1]; assert d["status"]=="idle" and d["profiles"][0]=="profile" and "heap" in d["profiles"], d' "$TMP/others.json" || fail "the bare page does not list the profiles"
 ok "the bare page lists the profiles and waits for a choice"
 
-# --- token: the page and its fetches need it
+# --- token: the page (code, no data) loads without it, as a browser opens
+# it from a link; everything the page fetches needs it, and the page sends
+# the one in its #token= fragment.
 start_server token --token 's3cr3t-t0ken'
 TB=http://127.0.0.1:$PORT/debug/pprof
 st=$(get "$TB/ui/")
-[ "$st" = 401 ] && [ "$(header WWW-Authenticate)" = Bearer ] || fail "/ui/ without the token: $st"
-ok "/ui/ without the token is 401"
+[ "$st" = 200 ] || fail "/ui/ without the token: $st"
 st=$(get "$TB/ui")
-[ "$st" = 401 ] || fail "/ui without the token: $st"
+[ "$st" = 301 ] || fail "/ui without the token: $st (the redirect to /ui/)"
 st=$(get "$TB/ui/profiles.json")
-[ "$st" = 401 ] || fail "profiles.json without the token: $st"
-st=$(get "$TB/ui/" -H 'Authorization: Bearer wrong')
-[ "$st" = 401 ] || fail "/ui/ with a wrong token: $st"
-st=$(get "$TB/ui/" -H 'Authorization: Bearer s3cr3t-t0ken')
-[ "$st" = 200 ] || fail "/ui/ with the token: $st"
-ok "/ui, /ui/ and profiles.json need the token; the right one opens the page"
-# The browser sends the header for the page load only (as a proxy or an
-# extension could); the page must send the #token= fragment on its own
-# fetches.
+[ "$st" = 401 ] && [ "$(header WWW-Authenticate)" = Bearer ] || fail "profiles.json without the token: $st"
+st=$(get "$TB/ui/profiles.json" -H 'Authorization: Bearer wrong')
+[ "$st" = 401 ] || fail "profiles.json with a wrong token: $st"
+st=$(get "$TB/ui/profiles.json" -H 'Authorization: Bearer s3cr3t-t0ken')
+[ "$st" = 200 ] || fail "profiles.json with the token: $st"
+st=$(get "$TB/heap")
+[ "$st" = 401 ] || fail "heap without the token: $st"
+ok "/ui/ loads without the token; profiles.json and the profiles need it"
+# A browser with no header at all: the page with #token= draws the heap,
+# the page without it asks for the token.
 "${cdp[@]}" "$TB/ui/?profile=heap&sample=alloc_space#token=s3cr3t-t0ken" "$TB/ui/?profile=heap" \
-  --page-header 'Authorization: Bearer s3cr3t-t0ken' >"$TMP/tok.json" || fail "cdp.js with the token"
+  --screenshot "$TMP/tok.png" >"$TMP/tok.json" || fail "cdp.js with the token"
 "${check[@]}" "$TMP/tok.json" --index 0 --sample alloc_space --min-frames 1 || fail "the page's fetches with #token="
+[ -s "$TMP/tok.png" ] || fail "no screenshot of the page with #token="
 checks=$((checks + 1))
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))[1]; assert d["status"]=="error" and "bearer token" in d["error"], d' "$TMP/tok.json" || fail "without #token= the page should ask for the token"
 ok "without #token= the page's fetches get 401 and it asks for the token"

@@ -170,6 +170,20 @@ static void test_token(void) {
   CHECK(cprof__http_token_ok("s3cret", nul, 13));
   CHECK(!cprof__http_token_ok("s3cret", nul, sizeof nul - 1));
   CHECK(!cprof__http_token_ok("s3cret", "Bearer s3cret\0", 14));
+  /* Basic credentials: any user name, the token as password. */
+#define BASIC_OK(v) cprof__http_token_ok("s3cret", v, strlen(v))
+  CHECK(BASIC_OK("Basic cHByb2Y6czNjcmV0"));    /* pprof:s3cret */
+  CHECK(BASIC_OK("basic   cHByb2Y6czNjcmV0"));  /* scheme in any case */
+  CHECK(BASIC_OK("Basic OnMzY3JldA=="));        /* :s3cret */
+  CHECK(!BASIC_OK("Basic cHByb2Y6czNjcmU="));   /* pprof:s3cre */
+  CHECK(!BASIC_OK("Basic YTpiOnMzY3JldA=="));   /* a:b:s3cret */
+  CHECK(!BASIC_OK("Basic cHByb2Y6czNjcmV0AA==")); /* pprof:s3cret\0 */
+  CHECK(!BASIC_OK("Basic czNjcmV0"));           /* s3cret, no user */
+  CHECK(!BASIC_OK("Basic cHByb2Y6czNjcmV0="));  /* not base64 */
+  CHECK(!BASIC_OK("Basic cHByb2Y6czNj=mV0"));   /* padding inside */
+  CHECK(!BASIC_OK("Basic "));
+  CHECK(!BASIC_OK("Digest cHByb2Y6czNjcmV0"));
+#undef BASIC_OK
   req = (cprof__http_req){.method = "GET",
                           .uri = "/debug/pprof/",
                           .authorization = nul,
