@@ -57,9 +57,12 @@ int main(void) {
 }
 EOF
   # shellcheck disable=SC2046
-  cc -o "$TMP/hello" "$TMP/hello.c" $(pkg-config --cflags --libs cprof) -Wl,-rpath,"$libdir" || fail "building against the installed cprof"
+  # Nothing but pkg-config's flags: the RPATH it gives for a prefix
+  # outside /usr and /usr/local finds the library.
+  expect_match "$TMP/pc.txt" "-Wl,-rpath,$libdir( |$)" "pkg-config --libs gives an RPATH for a prefix outside /usr"
+  cc -o "$TMP/hello" "$TMP/hello.c" $(pkg-config --cflags --libs cprof) || fail "building against the installed cprof"
   env LD_LIBRARY_PATH= "$TMP/hello" >"$TMP/hello.txt" || fail "the program built with pkg-config does not run"
-  expect_match "$TMP/hello.txt" '^linked [0-9]+\.' "a program built with pkg-config's flags runs"
+  expect_match "$TMP/hello.txt" '^linked [0-9]+\.' "a program built with pkg-config's flags alone runs, LD_LIBRARY_PATH empty"
 fi
 
 # DESTDIR: everything under it, the real prefix in cprof.pc, no ldconfig
@@ -73,6 +76,7 @@ PATH=$TMP/bin:$PATH DESTDIR=$TMP/stage cmake --install "$CPROF_BUILD" --prefix /
 pc=$(find "$TMP/stage" -name cprof.pc | head -1)
 [ -n "$pc" ] || fail "DESTDIR: no cprof.pc under the stage"
 expect_match "$pc" '^prefix=/usr/local$' "DESTDIR: cprof.pc names the real prefix"
+expect_no_match "$pc" 'rpath' "cprof.pc for /usr/local adds no RPATH (ldconfig knows the library there)"
 [ ! -e "$TMP/ldconfig.calls" ] || fail "DESTDIR: ldconfig was run"
 # A prefix outside the system's: no ldconfig either.
 PATH=$TMP/bin:$PATH cmake --install "$CPROF_BUILD" --prefix "$TMP/prefix2" >/dev/null 2>&1 || fail "a second install failed"
