@@ -678,14 +678,30 @@ static void free_body(void *p) { cprof__free(p); }
 
 static cprof__http_req make_req(conn *c, const char *method) {
   request *rq = &c->rq;
+  /* An absolute-form target (GET http://host/debug/pprof/heap, which RFC
+   * 9112 has servers accept, as Go's does): its authority stands for the
+   * Host header, and its path and query are the request's. */
+  const char *uri = rq->uri, *host = rq->host;
+  size_t host_len = rq->host_len;
+  if (uri) {
+    size_t scheme = strncasecmp(uri, "http://", 7) == 0    ? 7
+                    : strncasecmp(uri, "https://", 8) == 0 ? 8
+                                                           : 0;
+    if (scheme) {
+      host = uri + scheme;
+      host_len = strcspn(host, "/?#");
+      uri = host + host_len;
+      if (*uri != '/') uri = "/";
+    }
+  }
   return (cprof__http_req){
       .method = method,
-      .uri = rq->uri,
+      .uri = uri,
       .uri_too_long = rq->uri_too_long,
       .authorization = rq->auth,
       .authorization_len = rq->auth_len,
-      .host = rq->host,
-      .host_len = rq->host_len,
+      .host = host,
+      .host_len = host_len,
       .body = (const char *)rq->body.data,
       .body_len = rq->body.len,
       .body_too_large = rq->body_too_large,

@@ -110,6 +110,11 @@ expect_shape() {
 # --- 1. debug beyond int64: Go's Atoi returns the clamped value with its
 # error, and the handler keeps the value: text (and, negative, Go's text
 # type over a pprof body for every profile but heap and allocs).
+# An absolute-form request target (RFC 9112 3.2.2: a server must accept
+# it), as a proxy sends it.
+compare "absolute-form target: served as its path" "/" --request-target "http://127.0.0.1/debug/pprof/heap"
+compare "absolute-form target with a query" "/" --request-target "http://127.0.0.1/debug/pprof/threadcreate?debug=1"
+compare "absolute-form target of an unknown profile" "/" --request-target "http://127.0.0.1/debug/pprof/nothere"
 compare "debug past int64 is int64's max: text" "/debug/pprof/threadcreate?debug=99999999999999999999"
 compare "debug past int64 on goroutine: debug >= 2, the full dump" "/debug/pprof/goroutine?debug=99999999999999999999"
 compare "debug below int64: text type, pprof body" "/debug/pprof/threadcreate?debug=-99999999999999999999"

@@ -21,6 +21,15 @@ for h in localhost "localhost:$PORT" 127.0.0.1 "127.0.0.1:$PORT" 127.1.2.3 "[::1
   echo "ok: Host: $h -> 200"
   checks=$((checks + 1))
 done
+# An absolute-form target's authority stands for Host (RFC 9112), as in
+# Go: a loopback one is served as its path, another is refused, whatever
+# the Host header says.
+st=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' --request-target "http://127.0.0.1:$PORT/debug/pprof/cmdline" -H 'Host: evil.example' "$B/")
+[ "$st" = 200 ] || fail "absolute-form target with a loopback authority: status $st, want 200"
+st=$(curl -sS -m 10 -o /dev/null -w '%{http_code}' --request-target "http://evil.example/debug/pprof/cmdline" "$B/")
+[ "$st" = 403 ] || fail "absolute-form target with authority evil.example: status $st, want 403"
+checks=$((checks + 2))
+echo "ok: an absolute-form target's authority is checked as Host: loopback 200, evil.example 403"
 stop_server "$HP" host
 
 sock=$TMP/host.sock
