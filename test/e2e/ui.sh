@@ -58,6 +58,11 @@ why=$(browser_missing)
 "${cdp[@]}" "$B/ui/?profile=profile&seconds=2" --interact \
   --screenshot "$TMP/flamegraph.png" --width 1400 --height 900 >"$TMP/cpu.json" || fail "cdp.js on the CPU profile"
 "${check[@]}" "$TMP/cpu.json" --hot burn_http --sample cpu --interact || fail "CPU flame graph"
+# The facts count samples as pprof does: at 100 Hz each stands for 10 ms of
+# CPU, so the count is the total over 10 ms (not the number of stacks).
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d, list) else d; assert d["samples"] * 10000000 == d["total"] and d["samples"] >= 20, (d["samples"], d["total"])' "$TMP/cpu.json" ||
+  fail "the page's sample count is not the CPU total over the 10 ms period"
+ok "the page counts $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d, list) else d; print(d["samples"])' "$TMP/cpu.json") samples, as pprof does"
 checks=$((checks + 1))
 size=$(stat -c %s "$TMP/flamegraph.png")
 [ "$size" -gt 10000 ] || fail "screenshot only $size bytes"
