@@ -51,6 +51,15 @@
 #define CPROF__PC_UNSEEN_UNLOCKER ((uintptr_t)5) /* a mutex wait whose
                                                    * unlock cprof did not see
                                                    * (lock_interpose.c) */
+/* cprof's own code in a stack, folded by what it was doing
+ * (encode/writer.c): */
+#define CPROF__PC_OWN_HEAP ((uintptr_t)6)    /* heap sampling */
+#define CPROF__PC_OWN_UNWIND ((uintptr_t)7)  /* unwind tables */
+#define CPROF__PC_OWN_STACK ((uintptr_t)8)   /* taking a stack */
+#define CPROF__PC_OWN_SAMPLE ((uintptr_t)9)  /* CPU and thread sampling */
+#define CPROF__PC_OWN_LOCKS ((uintptr_t)10)  /* lock profiling */
+#define CPROF__PC_OWN_SYMBOLS ((uintptr_t)11) /* symbolization */
+#define CPROF__PC_OWN_OTHER ((uintptr_t)12)  /* anything else */
 #define CPROF__PC_SYNTHETIC_MAX ((uintptr_t)15)
 
 static inline int cprof__pc_is_synthetic(uintptr_t pc) {

@@ -14,6 +14,13 @@ const char *cprof__synthetic_name(uintptr_t pc) {
     case CPROF__PC_UNSEEN_THREAD:
       return "[cprof: thread started outside pthread_create]";
     case CPROF__PC_UNSEEN_UNLOCKER: return "[cprof: unlocker not seen]";
+    case CPROF__PC_OWN_HEAP: return "[cprof: heap sampling]";
+    case CPROF__PC_OWN_UNWIND: return "[cprof: unwind tables]";
+    case CPROF__PC_OWN_STACK: return "[cprof: taking a stack]";
+    case CPROF__PC_OWN_SAMPLE: return "[cprof: CPU and thread sampling]";
+    case CPROF__PC_OWN_LOCKS: return "[cprof: lock profiling]";
+    case CPROF__PC_OWN_SYMBOLS: return "[cprof: symbolization]";
+    case CPROF__PC_OWN_OTHER: return "[cprof]";
     default: return cprof__pc_is_synthetic(pc) ? "[cprof: unknown]" : NULL;
   }
 }

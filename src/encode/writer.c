@@ -50,6 +50,9 @@ struct cprof__prof {
   mapping_state *mappings;
   uint64_t *loc_ids;
   size_t loc_cap;
+  uintptr_t own_lo, own_hi; /* cprof's own text, when a library of its own */
+  uintptr_t *folded;        /* a stack with cprof's runs folded */
+  size_t folded_cap;
   int err;
 };
 
@@ -210,6 +213,17 @@ cprof__prof *cprof__prof_begin(const cprof__prof_desc *d,
   cprof__sym_lock();
   int sym_err = cprof__sym_refresh();
   p->nmappings = cprof__sym_nmappings();
+  /* cprof's own code can be told by address only when it is a library of
+   * its own (preloaded, or linked as libcprof.so); linked into the
+   * program, its frames are the program's mapping's and stay as they are. */
+  for (size_t i = 1; i < p->nmappings; i++) {
+    const cprof__sym_mapping *m = cprof__sym_mapping_at(i);
+    const uintptr_t self = (uintptr_t)cprof__prof_sample;
+    if (m->start <= self && self < m->limit) {
+      p->own_lo = m->start;
+      p->own_hi = m->limit;
+    }
+  }
   p->mappings = cprof__calloc(p->nmappings + 1, sizeof *p->mappings);
   if (!p->mappings) p->err = CPROF_ENOMEM;
   for (size_t i = 0; p->mappings && i < p->nmappings; i++)
@@ -291,6 +305,94 @@ static const cprof__pprof_label *with_set_labels(
   return buf;
 }
 
+/* What cprof's own code was doing: the source file of its innermost
+ * frame (inlined ones first) that says, the frames at pcs[0 .. n) (a run
+ * of cprof's, innermost first) in turn; a helper inlined from a header
+ * (the system-call wrappers, the spin locks) says nothing by itself. */
+static uintptr_t own_kind(const uintptr_t *pcs, size_t n) {
+  static const struct {
+    const char *file;
+    uintptr_t kind;
+  } kinds[] = {
+      {"heap_interpose.c", CPROF__PC_OWN_HEAP},
+      {"cxx_interpose.c", CPROF__PC_OWN_HEAP},
+      {"own_heap.c", CPROF__PC_OWN_HEAP},
+      {"real_alloc.c", CPROF__PC_OWN_HEAP},
+      {"mem.c", CPROF__PC_OWN_HEAP},
+      {"heap_peak.c", CPROF__PC_OWN_HEAP},
+      {"cfi.c", CPROF__PC_OWN_UNWIND},
+      {"stack.c", CPROF__PC_OWN_STACK},
+      {"stacktab.c", CPROF__PC_OWN_STACK},
+      {"labels.c", CPROF__PC_OWN_STACK},
+      {"agg.c", CPROF__PC_OWN_STACK},
+      {"records.c", CPROF__PC_OWN_STACK},
+      {"cpu_timer.c", CPROF__PC_OWN_SAMPLE},
+      {"thread_scan.c", CPROF__PC_OWN_SAMPLE},
+      {"thread_interpose.c", CPROF__PC_OWN_SAMPLE},
+      {"sig_interpose.c", CPROF__PC_OWN_SAMPLE},
+      {"taskread.c", CPROF__PC_OWN_SAMPLE},
+      {"tasksample.c", CPROF__PC_OWN_SAMPLE},
+      {"lock_interpose.c", CPROF__PC_OWN_LOCKS},
+      {"symbolize.c", CPROF__PC_OWN_SYMBOLS},
+      {"maps.c", CPROF__PC_OWN_SYMBOLS},
+      {"vdso.c", CPROF__PC_OWN_SYMBOLS},
+  };
+  for (size_t i = 0; i < n; i++) {
+    const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
+    for (int j = 0; r && j < r->nframes; j++) {
+      const char *f = strrchr(r->frames[j].file, '/');
+      f = f ? f + 1 : r->frames[j].file;
+      for (size_t k = 0; k < CPROF__ARRAY_LEN(kinds); k++)
+        if (strcmp(f, kinds[k].file) == 0) return kinds[k].kind;
+    }
+  }
+  return CPROF__PC_OWN_OTHER;
+}
+
+/* True for a pc in one of cprof's interposers themselves (malloc,
+ * pthread_mutex_lock...), which stand for the function the program
+ * called and keep their names. */
+static bool own_interposer(uintptr_t pc) {
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  return r && r->nframes > 0 &&
+         cprof__is_interposer(r->frames[r->nframes - 1].start);
+}
+
+/* The stack with each run of cprof's own frames (other than interposers)
+ * folded into one frame that says what cprof was doing, named by the run's
+ * innermost frame: cprof's cost stays in the profile, under a name no
+ * program has. Returns the stack to write (pcs itself when nothing was
+ * folded or cprof's code cannot be told by address). */
+static const uintptr_t *fold_own(cprof__prof *p, const uintptr_t *pcs,
+                                 size_t *npcs) {
+  size_t n = *npcs, i = 0;
+  if (p->own_lo == p->own_hi) return pcs;
+  while (i < n && !(pcs[i] >= p->own_lo && pcs[i] < p->own_hi)) i++;
+  if (i == n) return pcs;
+  if (n > p->folded_cap) {
+    uintptr_t *f = cprof__realloc(p->folded, n * sizeof *f);
+    if (!f) return pcs;
+    p->folded = f;
+    p->folded_cap = n;
+  }
+  size_t m = 0;
+  for (i = 0; i < n;) {
+    const uintptr_t pc = pcs[i];
+    if (!(pc >= p->own_lo && pc < p->own_hi) || own_interposer(pc)) {
+      p->folded[m++] = pc;
+      i++;
+      continue;
+    }
+    const size_t run = i;
+    while (i < n && pcs[i] >= p->own_lo && pcs[i] < p->own_hi &&
+           !own_interposer(pcs[i]))
+      i++;
+    p->folded[m++] = own_kind(pcs + run, i - run);
+  }
+  *npcs = m;
+  return p->folded;
+}
+
 void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
                         const int64_t *values,
                         const cprof__pprof_label *labels, size_t nlabels) {
@@ -298,6 +400,7 @@ void cprof__prof_sample(cprof__prof *p, const uintptr_t *pcs, size_t npcs,
   labels = with_set_labels(pcs, &npcs, labels, &nlabels, set_labels,
                            CPROF__ARRAY_LEN(set_labels));
   npcs = cprof__visible_depth(pcs, npcs);
+  pcs = fold_own(p, pcs, &npcs);
   if (npcs > p->loc_cap) {
     uint64_t *ids = cprof__realloc(p->loc_ids, npcs * sizeof *ids);
     if (!ids) {
@@ -341,6 +444,7 @@ int cprof__prof_end(cprof__prof *p) {
   cprof__hmap_free(&p->functions);
   cprof__free(p->mappings);
   cprof__free(p->loc_ids);
+  cprof__free(p->folded);
   cprof__free(p);
   return err;
 }
