@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "pem.h"
 #include "pprofdec.h"
 
@@ -37,19 +38,10 @@ static bool starts_with(span s, const char *lit) {
   return s.n >= n && memcmp(s.p, lit, n) == 0;
 }
 
-static int b64_value(unsigned char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
 static bool is_base64_line(span s) {
   if (s.n == 0) return false;
   for (size_t i = 0; i < s.n; i++)
-    if (b64_value((unsigned char)s.p[i]) < 0 && s.p[i] != '=') return false;
+    if (cprof__base64_value((unsigned char)s.p[i]) < 0 && s.p[i] != '=') return false;
   return true;
 }
 
@@ -118,7 +110,7 @@ static void decode_line(pem_scanner *st, span s) {
       st->padded = true;
       continue;
     }
-    int v = b64_value(c);
+    int v = cprof__base64_value(c);
     if (st->padded || v < 0) {
       fail_block(st,
                  st->padded ? "data after base64 padding" : "invalid base64");

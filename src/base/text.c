@@ -19,3 +19,12 @@ size_t cprof__base64(const unsigned char *in, size_t n, char *out) {
   }
   return o;
 }
+
+int cprof__base64_value(unsigned char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
+}

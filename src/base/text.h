@@ -16,4 +16,8 @@
  * returns the characters written: 4 * ceil(n / 3). No terminator. */
 size_t cprof__base64(const unsigned char *in, size_t n, char *out);
 
+/* The value (0..63) of a base64 character, or -1 for any other byte ('='
+ * included). */
+int cprof__base64_value(unsigned char c);
+
 #endif

@@ -28,6 +28,7 @@
 #include "sink/http.h"
 #include "base/mem.h"
 #include "base/proc.h"
+#include "base/text.h"
 #include "sink/query.h"
 #include "encode/pprof_merge.h"
 #include "encode/symbolize.h"
@@ -160,16 +161,6 @@ static bool token_eq(const char *token, const char *got, size_t glen) {
   return diff == 0;
 }
 
-/* The value of a base64 character, or -1. */
-static int b64_value(unsigned char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
 /* Decodes padded base64 (len a multiple of 4) into out (cap bytes);
  * returns the bytes decoded, or -1 for anything else. */
 static long b64_decode(const char *in, size_t len, unsigned char *out,
@@ -183,7 +174,7 @@ static long b64_decode(const char *in, size_t len, unsigned char *out,
       if (c == '=' && i + 4 == len && k >= 2) {
         v[k] = 0;
         pad++;
-      } else if (pad || (v[k] = b64_value(c)) < 0) {
+      } else if (pad || (v[k] = cprof__base64_value(c)) < 0) {
         return -1;
       }
     }
