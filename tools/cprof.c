@@ -1015,9 +1015,14 @@ static int run_default(char **prog) {
   sigemptyset(&ign.sa_mask);
   sigemptyset(&fwd.sa_mask);
   fwd.sa_flags = SA_RESTART;
-  struct sigaction old_int, old_quit;
+  struct sigaction old_int, old_quit, old_chld;
   sigaction(SIGINT, &ign, &old_int);
   sigaction(SIGQUIT, &ign, &old_quit);
+  /* An ignored SIGCHLD (inherited from the caller) would reap PROG before
+   * its status could be read; PROG itself gets what was inherited. */
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  sigemptyset(&dfl.sa_mask);
+  sigaction(SIGCHLD, &dfl, &old_chld);
   pid_t pid = fork();
   if (pid < 0) {
     fprintf(stderr, "cprof run: fork: %s\n", strerror(errno));
@@ -1026,6 +1031,7 @@ static int run_default(char **prog) {
   if (pid == 0) {
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
+    sigaction(SIGCHLD, &old_chld, NULL);
     char out[PATH_MAX + 32];
     snprintf(out, sizeof out, "%s/cprof-%ld.log", cwd, (long)getpid());
     setenv("CPROF_DUMP", "cpu,heap", 1);
