@@ -349,13 +349,14 @@ static uintptr_t own_kind(const uintptr_t *pcs, size_t n) {
   return CPROF__PC_OWN_OTHER;
 }
 
-/* True for a pc in one of cprof's interposers themselves (malloc,
- * pthread_mutex_lock...), which stand for the function the program
- * called and keep their names. */
-static bool own_interposer(uintptr_t pc) {
+/* True for a pc in cprof's own code that is folded: any of it but its
+ * interposers (malloc, pthread_mutex_lock...), which stand for the
+ * function the program called and keep their names. */
+static bool folds(const cprof__prof *p, uintptr_t pc) {
+  if (pc < p->own_lo || pc >= p->own_hi) return false;
   const cprof__sym_result *r = cprof__sym_lookup(pc);
-  return r && r->nframes > 0 &&
-         cprof__is_interposer(r->frames[r->nframes - 1].start);
+  return !(r && r->nframes > 0 &&
+           cprof__is_interposer(r->frames[r->nframes - 1].start));
 }
 
 /* The stack with each run of cprof's own frames (other than interposers)
@@ -367,7 +368,7 @@ static const uintptr_t *fold_own(cprof__prof *p, const uintptr_t *pcs,
                                  size_t *npcs) {
   size_t n = *npcs, i = 0;
   if (p->own_lo == p->own_hi) return pcs;
-  while (i < n && !(pcs[i] >= p->own_lo && pcs[i] < p->own_hi)) i++;
+  while (i < n && (pcs[i] < p->own_lo || pcs[i] >= p->own_hi)) i++;
   if (i == n) return pcs;
   if (n > p->folded_cap) {
     uintptr_t *f = cprof__realloc(p->folded, n * sizeof *f);
@@ -377,17 +378,12 @@ static const uintptr_t *fold_own(cprof__prof *p, const uintptr_t *pcs,
   }
   size_t m = 0;
   for (i = 0; i < n;) {
-    const uintptr_t pc = pcs[i];
-    if (!(pc >= p->own_lo && pc < p->own_hi) || own_interposer(pc)) {
-      p->folded[m++] = pc;
-      i++;
-      continue;
-    }
     const size_t run = i;
-    while (i < n && pcs[i] >= p->own_lo && pcs[i] < p->own_hi &&
-           !own_interposer(pcs[i]))
-      i++;
-    p->folded[m++] = own_kind(pcs + run, i - run);
+    while (i < n && folds(p, pcs[i])) i++;
+    if (i == run)
+      p->folded[m++] = pcs[i++];
+    else
+      p->folded[m++] = own_kind(pcs + run, i - run);
   }
   *npcs = m;
   return p->folded;
