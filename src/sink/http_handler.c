@@ -190,22 +190,30 @@ static long b64_decode(const char *in, size_t len, unsigned char *out,
 /* Basic credentials longer than this are refused without decoding. */
 #define BASIC_MAX 768
 
+/* True when the len bytes at value start with scheme (case-insensitive,
+ * its space included); sets *got and *glen to what follows, spaces
+ * skipped. */
+static bool auth_scheme(const char *value, size_t len, const char *scheme,
+                        const char **got, size_t *glen) {
+  size_t n = strlen(scheme);
+  if (len < n || strncasecmp(value, scheme, n) != 0) return false;
+  *got = value + n;
+  *glen = len - n;
+  while (*glen && **got == ' ') ++*got, --*glen;
+  return true;
+}
+
 bool cprof__http_token_ok(const char *token, const char *authorization,
                           size_t len) {
   if (!token) return true;
   if (!authorization) return false;
-  if (len >= 7 && strncasecmp(authorization, "Bearer ", 7) == 0) {
-    const char *got = authorization + 7;
-    size_t glen = len - 7;
-    while (glen && *got == ' ') got++, glen--;
+  const char *got;
+  size_t glen;
+  if (auth_scheme(authorization, len, "Bearer ", &got, &glen))
     return token_eq(token, got, glen);
-  }
   /* HTTP Basic credentials, as go tool pprof sends a URL's user info
    * (http://pprof:TOKEN@host/...): any user name, the token as password. */
-  if (len >= 6 && strncasecmp(authorization, "Basic ", 6) == 0) {
-    const char *got = authorization + 6;
-    size_t glen = len - 6;
-    while (glen && *got == ' ') got++, glen--;
+  if (auth_scheme(authorization, len, "Basic ", &got, &glen)) {
     unsigned char plain[BASIC_MAX / 4 * 3];
     long n = glen <= BASIC_MAX ? b64_decode(got, glen, plain, sizeof plain) : -1;
     if (n < 0) return false;
