@@ -992,6 +992,15 @@ static bool getenv_set(const char *name) {
   return v && *v;
 }
 
+/* Runs PROG in this process's place; when it cannot, says why and
+ * returns the shell's status for it: 126 not executable, 127 not found. */
+static int exec_prog(char **prog) {
+  execvp(prog[0], prog);
+  int err = errno;
+  fprintf(stderr, "cprof run: %s: %s\n", prog[0], strerror(err));
+  return err == EACCES ? 126 : 127;
+}
+
 /* The child cprof run waits for in its default output mode, for the
  * signals it passes on. */
 static volatile sig_atomic_t run_child;
@@ -1036,10 +1045,7 @@ static int run_default(char **prog) {
     snprintf(out, sizeof out, "%s/cprof-%ld.log", cwd, (long)getpid());
     setenv("CPROF_DUMP", "cpu,heap", 1);
     setenv("CPROF_DUMP_OUT", out, 1);
-    execvp(prog[0], prog);
-    int err = errno;
-    fprintf(stderr, "cprof run: %s: %s\n", prog[0], strerror(err));
-    _exit(err == EACCES ? 126 : 127);
+    _exit(exec_prog(prog));
   }
   run_child = pid;
   static const int passed[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
@@ -1177,10 +1183,7 @@ static int cmd_run(int argc, char **argv) {
     snprintf(preload, sizeof preload, "%s", lib);
   setenv("LD_PRELOAD", preload, 1);
   if (default_output) return run_default(argv + optind);
-  execvp(argv[optind], argv + optind);
-  int err = errno;
-  fprintf(stderr, "cprof run: %s: %s\n", argv[optind], strerror(err));
-  return err == EACCES ? 126 : 127;
+  return exec_prog(argv + optind);
 }
 
 int main(int argc, char **argv) {
