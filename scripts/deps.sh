@@ -22,6 +22,7 @@ packages=(
   libjemalloc2 libgoogle-perftools4  # C++ heap under other allocators (e2e/heap_allocators)
   nginx-light                        # a pre-fork server, profiled whole (e2e/nginx)
   php-cli linux-perf                 # a program that owns SIGPROF, against perf (e2e/signals_php)
+  openssl                            # a distribution's program whose profile holds no cprof names (e2e/own_frames)
 )
 
 # `deps.sh bench` adds the profilers the benchmarks compare cprof with.
