@@ -47,6 +47,11 @@
 #include "sink/push.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
+#include "capture/tasksample.h"
+#include "profile/cpu.h"
+#include "profile/goroutine.h"
+#include "profile/wall.h"
+#include "source/cpu.h"
 #include "source/signals.h"
 #include "source/threads.h"
 
@@ -305,6 +310,20 @@ static void exec_env_fill(char *const envp[], char **out, char *preload,
   out[k] = NULL;
 }
 
+/* Every CPROF_* variable is looked at now, at load: a misspelt name gets
+ * one line naming the closest setting, and a bad value one line, here
+ * rather than when a profile first reads it. A privileged process reads
+ * none of them (cprof__env_get says so once, when one is set). */
+static void check_settings(void) {
+  if (getauxval(AT_SECURE)) return;
+  cprof__env_check_names(environ);
+  cprof__cpu_default_hz();
+  cprof__wall_default_hz();
+  cprof__cpu_env_init();
+  cprof__goroutine_env_init();
+  cprof__task_sample_env_init();
+}
+
 __attribute__((constructor)) static void cprof__init(void) {
   resolve_exec();
   cprof__stacktab_init();
@@ -320,6 +339,7 @@ __attribute__((constructor)) static void cprof__init(void) {
    * threads the sinks start, at any time) come from what was taken out,
    * which no longer changes. */
   if (&cprof_tool_environment == NULL) {
+    check_settings();
     long long follow = 0;
     cprof__env_int("CPROF_FOLLOW_EXEC", 0, 1, "exec'd programs not followed",
                    &follow);

@@ -261,13 +261,105 @@ const char *cprof__env_lookup(const char *name, unsigned long at_secure) {
   return NULL;
 }
 
+
+/* The settings' names, for the spelling check. */
+#define NAME_OF(n, what) #n,
+static const char *const setting_names[] = {CPROF__SETTINGS(NAME_OF)};
+#undef NAME_OF
+
 bool cprof__setting_known(const char *name) {
-#define KNOWN(n, what) #n,
-  static const char *const names[] = {CPROF__SETTINGS(KNOWN)};
-#undef KNOWN
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (strcmp(names[i], name) == 0) return true;
+  for (size_t i = 0; i < sizeof setting_names / sizeof setting_names[0]; i++)
+    if (strcmp(setting_names[i], name) == 0) return true;
   return false;
+}
+
+/* Names longer than this are nobody's typo of a setting. */
+#define CLOSEST_MAX_LEN 48
+
+/* The edit distance (insertions, deletions, substitutions, and swaps of
+ * neighbours) between a[0..n) and b, both at most CLOSEST_MAX_LEN bytes. */
+static size_t edit_distance(const char *a, size_t n, const char *b) {
+  size_t m = strlen(b);
+  /* Three rows of the table (the swap looks two rows back): ~1 KiB of
+   * stack, whatever stack the constructor runs on. */
+  size_t rows[3][CLOSEST_MAX_LEN + 1];
+  size_t *back2 = rows[0], *back = rows[1], *cur = rows[2];
+  for (size_t j = 0; j <= m; j++) back[j] = j;
+  for (size_t i = 1; i <= n; i++) {
+    cur[0] = i;
+    for (size_t j = 1; j <= m; j++) {
+      size_t best = back[j - 1] + (a[i - 1] != b[j - 1]);
+      if (back[j] + 1 < best) best = back[j] + 1;
+      if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+          back2[j - 2] + 1 < best)
+        best = back2[j - 2] + 1;
+      cur[j] = best;
+    }
+    size_t *t = back2;
+    back2 = back;
+    back = cur;
+    cur = t;
+  }
+  return back[m];
+}
+
+const char *cprof__setting_closest(const char *name, size_t n) {
+  if (n > CLOSEST_MAX_LEN) return NULL;
+  /* A typo, not another name: at most a quarter of the name changed
+   * (CPROF_DUMPP, CPROF_HEAP_RAT, CPROF_CPUHZ), and at least 2 allowed. */
+  size_t limit = n / 4 > 2 ? n / 4 : 2, best = limit + 1;
+  const char *found = NULL;
+  for (size_t i = 0; i < sizeof setting_names / sizeof setting_names[0];
+       i++) {
+    if (strlen(setting_names[i]) > CLOSEST_MAX_LEN) continue;
+    size_t d = edit_distance(name, n, setting_names[i]);
+    if (d < best) {
+      best = d;
+      found = setting_names[i];
+    }
+  }
+  return found;
+}
+
+/* More unknown names than this get one line for the rest. */
+#define UNKNOWN_NAMES_SHOWN 8
+
+void cprof__env_check_names(char *const *envp) {
+  size_t unknown = 0;
+  for (size_t i = 0; envp && envp[i]; i++) {
+    const char *e = envp[i];
+    if (strncmp(e, "CPROF_", 6) != 0) continue;
+    size_t n = strcspn(e, "=");
+    char name[CLOSEST_MAX_LEN + 1];
+    if (n <= CLOSEST_MAX_LEN) {
+      memcpy(name, e, n);
+      name[n] = '\0';
+      if (cprof__setting_known(name)) continue;
+    }
+    if (++unknown > UNKNOWN_NAMES_SHOWN) continue;
+    /* A name of letters, digits and underscores is shown as it is. */
+    char q[CPROF__QUOTED_SIZE];
+    bool plain = n <= CPROF__QUOTE_MAX;
+    for (size_t k = 0; k < n && plain; k++)
+      plain = (e[k] >= 'A' && e[k] <= 'Z') || (e[k] >= 'a' && e[k] <= 'z') ||
+              (e[k] >= '0' && e[k] <= '9') || e[k] == '_';
+    if (plain) {
+      memcpy(q, e, n);
+      q[n] = '\0';
+    } else {
+      cprof__quote(q, sizeof q, e, n, CPROF__QUOTE_MAX);
+    }
+    const char *near = cprof__setting_closest(e, n);
+    if (near)
+      cprof__warn("%s is not a cprof setting (ignored); did you mean %s?", q,
+                  near);
+    else
+      cprof__warn("%s is not a cprof setting (ignored)", q);
+  }
+  if (unknown > UNKNOWN_NAMES_SHOWN)
+    cprof__warn("%zu more CPROF_* variables are not cprof settings (ignored)",
+                unknown - UNKNOWN_NAMES_SHOWN);
 }
 
 const char *cprof__env_get(const char *name) {

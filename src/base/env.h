@@ -45,6 +45,15 @@ CPROF__HIDDEN const char *cprof__env_get(const char *name);
  * name reads as unset through cprof__env_get. */
 CPROF__HIDDEN bool cprof__setting_known(const char *name);
 
+/* The setting whose name is closest to name[0..n) when it is a likely
+ * typo of it (a few letters apart), else NULL. Pure. */
+CPROF__HIDDEN const char *cprof__setting_closest(const char *name, size_t n);
+
+/* One line on stderr for each CPROF_* variable of envp that is not a
+ * setting, naming the closest setting when there is one (at most eight
+ * lines and one for the rest). Normal context. */
+CPROF__HIDDEN void cprof__env_check_names(char *const *envp);
+
 /* The decision behind cprof__env_get, with the process's AT_SECURE value
  * given: nonzero means the environment belongs to someone less privileged
  * than the process, so the variable reads as unset, and the first time a

@@ -2,7 +2,9 @@
  * Every CPROF_* environment variable cprof reads, in one table: the name
  * and what it sets. cprof__env_get reads only these (a name missing here
  * reads as unset), and test/e2e/settings.sh checks that every CPROF_*
- * name in src/ is here and every one here is documented.
+ * name in src/ and tools/ is here and every one here is documented. The
+ * library warns, at load, about any other CPROF_* name it finds in the
+ * environment (cprof__env_check_names).
  */
 #ifndef CPROF_SETTINGS_H
 #define CPROF_SETTINGS_H
@@ -33,6 +35,7 @@
   X(CPROF_PUSH_TOKEN, "the pusher's bearer token")                            \
   X(CPROF_PUSH_BASIC_AUTH, "the pusher's basic auth user:password")           \
   X(CPROF_PUSH_TENANT, "the pusher's X-Scope-OrgID")                         \
-  X(CPROF_PUSH_PROFILES, "the profiles the pusher sends")
+  X(CPROF_PUSH_PROFILES, "the profiles the pusher sends")                   \
+  X(CPROF_MAX_PROFILE_SIZE, "the largest profile the cprof command reads")
 
 #endif

@@ -34,16 +34,24 @@
 static _Atomic int refused; /* 1: perf events are off for the process */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
+static pthread_once_t seccomp_once = PTHREAD_ONCE_INIT;
+
 static void read_env(void) {
   long long on = 1;
-  if ((cprof__env_int("CPROF_PERF_EVENTS", 0, 1, "using 1", &on) && on == 0) ||
-      cprof__seccomp_filtered())
+  if (cprof__env_int("CPROF_PERF_EVENTS", 0, 1, "using 1", &on) && on == 0)
     atomic_store(&refused, 1);
 }
 
+static void read_seccomp(void) {
+  if (cprof__seccomp_filtered()) atomic_store(&refused, 1);
+}
+
+void cprof__task_sample_env_init(void) { pthread_once(&env_once, read_env); }
+
 bool cprof__task_sample_enabled(void) {
 #if defined(__x86_64__)
-  pthread_once(&env_once, read_env);
+  cprof__task_sample_env_init();
+  pthread_once(&seccomp_once, read_seccomp);
   return !atomic_load(&refused);
 #else
   return false;

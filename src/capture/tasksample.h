@@ -43,6 +43,10 @@ typedef struct cprof__task_regs {
  * refusal seen yet). */
 CPROF__HIDDEN bool cprof__task_sample_enabled(void);
 
+/* Reads CPROF_PERF_EVENTS (once; init calls it at load, so a bad value is
+ * reported then). */
+CPROF__HIDDEN void cprof__task_sample_env_init(void);
+
 /* Starts sampling thread tid: 0, or -1 with errno. A refusal that will
  * not change (EACCES, EPERM, ENOSYS, ENOENT, EINVAL, EOPNOTSUPP) turns
  * perf events off for the process. */

@@ -174,12 +174,21 @@ int cprof_cpu_stop(const cprof_sink *sink) {
 }
 
 
-int cprof__cpu_default_hz(void) {
+/* CPROF_CPU_HZ, read once (at load, by cprof__cpu_default_hz from init):
+ * a bad value is reported then, once, not when a profile starts. */
+static int default_hz = CPROF__CPU_DEFAULT_HZ;
+static pthread_once_t default_hz_once = PTHREAD_ONCE_INIT;
+
+static void read_default_hz(void) {
   long long hz;
-  if (cprof__env_int("CPROF_CPU_HZ", 1, CPROF__CPU_MAX_HZ,
-                     "using 100 Hz", &hz))
-    return (int)hz;
-  return CPROF__CPU_DEFAULT_HZ;
+  if (cprof__env_int("CPROF_CPU_HZ", 1, CPROF__CPU_MAX_HZ, "using 100 Hz",
+                     &hz))
+    default_hz = (int)hz;
+}
+
+int cprof__cpu_default_hz(void) {
+  pthread_once(&default_hz_once, read_default_hz);
+  return default_hz;
 }
 
 static int window_start(long long hz, void **handle) {

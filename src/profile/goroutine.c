@@ -224,12 +224,20 @@ static int collection_signal(void) {
   return signo;
 }
 
-static void setup(void) {
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void read_env(void) {
   long long off = DEFAULT_SIGNAL_OFFSET;
   if (cprof__env_int("CPROF_THREADS_SIGNAL", 3, SIGRTMAX - SIGRTMIN,
                      "using any free real-time signal", &off))
     thread_signal.fixed = SIGRTMIN + (int)off;
   thread_signal.preferred = SIGRTMIN + DEFAULT_SIGNAL_OFFSET;
+}
+
+void cprof__goroutine_env_init(void) { pthread_once(&env_once, read_env); }
+
+static void setup(void) {
+  cprof__goroutine_env_init();
   cprof__atfork(before_fork, after_fork, after_fork);
 }
 

@@ -52,4 +52,8 @@ typedef struct cprof__goroutine_stats {
 } cprof__goroutine_stats;
 CPROF__HIDDEN void cprof__goroutine_last_stats(cprof__goroutine_stats *out);
 
+/* Reads CPROF_THREADS_SIGNAL (once; init calls it at load, so a bad
+ * value is reported then). */
+CPROF__HIDDEN void cprof__goroutine_env_init(void);
+
 #endif

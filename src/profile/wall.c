@@ -70,12 +70,20 @@ static wall_window *open_windows;
 static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-int cprof__wall_default_hz(void) {
+/* CPROF_WALL_HZ, read once (at load, from init), like CPROF_CPU_HZ. */
+static int default_hz = CPROF__WALL_DEFAULT_HZ;
+static pthread_once_t default_hz_once = PTHREAD_ONCE_INIT;
+
+static void read_default_hz(void) {
   long long hz;
   if (cprof__env_int("CPROF_WALL_HZ", 1, CPROF__WALL_MAX_HZ, "using 20 Hz",
                      &hz))
-    return (int)hz;
-  return CPROF__WALL_DEFAULT_HZ;
+    default_hz = (int)hz;
+}
+
+int cprof__wall_default_hz(void) {
+  pthread_once(&default_hz_once, read_default_hz);
+  return default_hz;
 }
 
 static uint64_t entry_key(cprof__stack_id sid, pid_t tid, long nr, char st) {

@@ -90,4 +90,8 @@ CPROF__HIDDEN size_t cprof__cpu_rescan(const pid_t *tids, size_t n);
  * Normal context. */
 CPROF__HIDDEN void cprof__cpu_signal_check(void);
 
+/* Reads CPROF_CPU_SIGNAL (once; init calls it at load, so a bad value is
+ * reported then). */
+CPROF__HIDDEN void cprof__cpu_env_init(void);
+
 #endif

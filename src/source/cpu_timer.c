@@ -401,9 +401,13 @@ static void read_signal_env(void) {
   cpu_signal.preferred = SIGPROF;
 }
 
+void cprof__cpu_env_init(void) {
+  pthread_once(&signal_env_once, read_signal_env);
+}
+
 /* Installs the handler on a free signal (cprof__sig_claim). */
 static int install_handler(void) {
-  pthread_once(&signal_env_once, read_signal_env);
+  cprof__cpu_env_init();
   if (cpu_signal.fixed < 0) return CPROF_ESYS;
   return cprof__sig_claim(&cpu_signal) ? 0 : CPROF_ESYS;
 }

@@ -20,10 +20,10 @@ check() {
   expect_match "$txt" '^--- contention:$' "$label: debug=1 header"
 }
 
-prog=$CPROF_BUILD/test/progs/block_kinds
+prog=$CPROFTEST_BUILD/test/progs/block_kinds
 "$prog" "$TMP/linked.pb.gz" "$TMP/linked.txt"
 check linked "$TMP/linked.pb.gz" "$TMP/linked.txt"
-plain=$CPROF_BUILD/test/progs/plain_block_kinds
+plain=$CPROFTEST_BUILD/test/progs/plain_block_kinds
 tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 CPROF_BLOCK_RATE=1 LD_PRELOAD=$(preload_env "$plain") "$plain" "$TMP/pre.pb.gz" "$TMP/pre.txt"
 check preloaded "$TMP/pre.pb.gz" "$TMP/pre.txt"

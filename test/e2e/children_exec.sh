@@ -8,9 +8,9 @@
 # children that can have an address of their own (%p); a wrapper that
 # execs the real program (same pid) still has it profiled.
 source "$(dirname "$0")/lib.bash"
-tsan_build "$CPROF_BUILD/test/progs/plain_forks" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/plain_forks
+tsan_build "$CPROFTEST_BUILD/test/progs/plain_forks" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/plain_forks
 rt=$(preload_env "$prog" | sed 's#[^ ]*libcprof\.so##')
 crun() { LD_PRELOAD="$rt" "$cprof" run "$@"; }
 # LeakSanitizer (ASan build) would report the system programs' own leaks

@@ -7,9 +7,9 @@
 # nothing. Preloaded with `cprof run` and, for the TSan build too, linked
 # (test/progs/forks).
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-plain=$CPROF_BUILD/test/progs/plain_forks
-linked=$CPROF_BUILD/test/progs/forks
+cprof=$CPROFTEST_BUILD/cprof
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
+linked=$CPROFTEST_BUILD/test/progs/forks
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 tsan_build "$linked" &&
   export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}die_after_fork=0"

@@ -8,9 +8,9 @@
 # dumps through a dumper of its own. Preloaded with `cprof run` and, for
 # the TSan build too, linked (test/progs/forks).
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-plain=$CPROF_BUILD/test/progs/plain_forks
-linked=$CPROF_BUILD/test/progs/forks
+cprof=$CPROFTEST_BUILD/cprof
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
+linked=$CPROFTEST_BUILD/test/progs/forks
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 # ThreadSanitizer kills a child of a multi-threaded process that starts a
 # thread (its default die_after_fork=1); the children's dumper is one.

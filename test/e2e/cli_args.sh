@@ -9,7 +9,7 @@
 # wrote the page. Usage errors still exit 2.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/cli_lib.bash"
-cprof=$CPROF_BUILD/cprof
+cprof=$CPROFTEST_BUILD/cprof
 small_profile "$TMP/p.pb" >/dev/null || fail "writing the profile"
 gzip -9 <"$TMP/p.pb" >"$TMP/heap.pb.gz"
 
@@ -137,7 +137,7 @@ expect_status 2 "$cprof" run
 # line on stderr names the log and the command that opens it; running that
 # command (with cprof on PATH, as installed) shows PROG's CPU profile.
 rm -f cprof-*.log
-worker=$CPROF_BUILD/test/progs/plain_worker
+worker=$CPROFTEST_BUILD/test/progs/plain_worker
 LD_PRELOAD="$rt" expect_status 0 "$cprof" run -- "$worker" 1
 line=$(tail -1 "$TMP/err")
 [[ $line =~ ^cprof\ run:\ profiles\ of\ pid\ ([0-9]+)\ are\ in\ (cprof-[0-9]+\.log)\;\ open\ them\ with:\ (.*)$ ]] ||
@@ -145,7 +145,7 @@ line=$(tail -1 "$TMP/err")
 pid=${BASH_REMATCH[1]} log=${BASH_REMATCH[2]} next=${BASH_REMATCH[3]}
 [ "$log" = "cprof-$pid.log" ] && [ -s "$log" ] || fail "the log $log (pid $pid) is missing or empty"
 echo "ok: cprof run with no output named left $log and said: $next"
-PATH="$CPROF_BUILD:$PATH" bash -c "$next" >"$TMP/next.out" 2>&1 || { cat "$TMP/next.out"; fail "the command cprof run printed failed: $next"; }
+PATH="$CPROFTEST_BUILD:$PATH" bash -c "$next" >"$TMP/next.out" 2>&1 || { cat "$TMP/next.out"; fail "the command cprof run printed failed: $next"; }
 expect_match "$TMP/next.out" '^Type: cpu$' "the printed command shows the CPU profile"
 expect_match "$TMP/next.out" ' worker_spin$' "the printed command shows PROG's hot function"
 [ "$(ls "cprof-$pid" | grep -Ec "^(cpu|heap)-$pid-[0-9]+\.pb\.gz$")" -eq 2 ] || { ls "cprof-$pid"; fail "cprof-$pid holds no cpu and heap profile"; }

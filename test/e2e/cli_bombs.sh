@@ -10,7 +10,7 @@
 # RSS and CPU time are printed.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/cli_lib.bash"
-cprof=$CPROF_BUILD/cprof
+cprof=$CPROFTEST_BUILD/cprof
 
 # The bomb: one gzip member of 8 GiB of zeros, 512 copies of 16 MiB
 # compressed once (a full flush after each makes the copies identical). It

@@ -3,7 +3,7 @@
 # thread label, and the refusals (second start, the program's own SIGPROF
 # handler), fork, and short-lived threads; read back by go tool pprof.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/cpuburn
+prog=$CPROFTEST_BUILD/test/progs/cpuburn
 
 "$prog" profile 1000 >"$TMP/cpu.pb.gz"
 pprof -raw "$TMP/cpu.pb.gz" >"$TMP/raw.txt"

@@ -5,7 +5,7 @@
 # Go's debug=1 text, on the index page with its count, as a ?seconds=
 # delta over opens and closes, and in the dump written at exit.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/custom_fds
+prog=$CPROFTEST_BUILD/test/progs/custom_fds
 mkfifo "$TMP/in"
 CPROF_DUMP_OUT="$TMP/dump.log" "$prog" <"$TMP/in" >"$TMP/out.txt" 2>"$TMP/err.txt" &
 pid=$!
@@ -62,7 +62,7 @@ echo quit >&3
 exec 3>&-
 wait $pid || fail "custom_fds failed"
 expect_match "$TMP/dump.log" '^-----BEGIN PPROF FDS-----$' "the dump at exit has an fds block"
-"$CPROF_BUILD/cprof" extract -o "$TMP/x" "$TMP/dump.log" >/dev/null
+"$CPROFTEST_BUILD/cprof" extract -o "$TMP/x" "$TMP/dump.log" >/dev/null
 f=$(ls "$TMP"/x/fds-*.pb.gz)
 pprof -top "$f" >"$TMP/dump_top.txt"
 expect_match "$TMP/dump_top.txt" '^ +4 +100(\.00)?% .* open_c$' "the dumped profile holds open_c's four"

@@ -4,7 +4,7 @@
 # profile each rest on at least 20 samples, and each names the demo's own
 # function (crunch_numbers, remember).
 source "$(dirname "$0")/lib.bash"
-demo=$CPROF_BUILD/examples/demo
+demo=$CPROFTEST_BUILD/examples/demo
 [ -x "$demo" ] || fail "no demo program at $demo"
 "$demo" -t 2 -o "$TMP/d" >"$TMP/demo.out" 2>"$TMP/demo.err" || { cat "$TMP/demo.err"; fail "the demo failed"; }
 

@@ -4,9 +4,9 @@
 # log prefixes, corrupt and truncated blocks, and `cprof extract`; every
 # extracted file read back by go tool pprof.
 source "$(dirname "$0")/lib.bash"
-tsan_build "$CPROF_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/plain_worker
+tsan_build "$CPROFTEST_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/plain_worker
 # Under a sanitizer the preloaded library needs its runtime loaded first;
 # cprof run keeps it ahead of libcprof. Only cprof run gets it.
 rt=$(preload_env "$prog" | sed 's#[^ ]*libcprof\.so##')

@@ -4,7 +4,7 @@
 # says so in one line, dumps to stderr meanwhile, and writes into the
 # FIFO once a reader has opened it.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 mkfifo "$TMP/fifo"
 
 # No reader ever: the program runs and exits at once, and its exit dump

@@ -2,7 +2,7 @@
 # A dump log cprof creates is private to the user (0600): profiles name
 # the program's functions and files. A file that exists keeps its mode.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 umask 022
 CPROF_DUMP=threadcreate CPROF_DUMP_OUT="$TMP/new.log" "$host" rates >/dev/null 2>&1
 mode=$(stat -c %a "$TMP/new.log")

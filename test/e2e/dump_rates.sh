@@ -5,7 +5,7 @@
 # loads, read back through the public getters; and a heap dump's text
 # header carries the rate it was sampled at.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 
 "$host" rates >"$TMP/default.txt" 2>"$TMP/default.err"
 expect_match "$TMP/default.txt" '^mutex=0 block=0 heap=524288$' "without rates: mutex and block off, heap at its default"
@@ -17,7 +17,7 @@ expect_match "$TMP/rates.err" '^-----BEGIN PPROF MUTEX-----$' "the exit dump hap
 # The rate given to the dump is the one a heap profile is written with.
 CPROF_DUMP="heap=debug=1:rate=8192" CPROF_DUMP_OUT="$TMP/heap.log" "$host" rates >"$TMP/heap.txt" 2>&1
 expect_match "$TMP/heap.txt" 'heap=8192$' "heap=debug=1:rate=8192 sets the heap rate"
-"$CPROF_BUILD/cprof" extract -o "$TMP/x" "$TMP/heap.log" >/dev/null
+"$CPROFTEST_BUILD/cprof" extract -o "$TMP/x" "$TMP/heap.log" >/dev/null
 expect_match "$(ls "$TMP"/x/heap-*.txt)" '^heap profile: .* @ heap/16384$' "the heap dump's header shows the rate (heap/2*rate, as Go writes it)"
 
 # The rate wins over the environment variable of the same setting.

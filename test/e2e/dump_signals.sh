@@ -7,7 +7,7 @@
 # (SA_RESTART). A SIGTERM handler the program installed without
 # SA_RESTART still interrupts the program's read, after the dump.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 
 wait_for() { # FILE REGEX
   for _ in $(seq 200); do grep -Eq -- "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done

@@ -12,8 +12,8 @@
 #     dump), the exit dump stays;
 #   - a bad value: one quoted line, no signal dumps, the exit dump stays.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
-cprof=$CPROF_BUILD/cprof
+host=$CPROFTEST_BUILD/test/progs/dump_host
+cprof=$CPROFTEST_BUILD/cprof
 
 wait_for() { # FILE REGEX
   for _ in $(seq 200); do grep -Eq -- "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done

@@ -3,7 +3,7 @@
 # SIGPIPE: the exit dump runs on the program's own thread, after main, and
 # the program's exit status must be what it returned.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 # LeakSanitizer (in the ASan build) prints the suppressions it used on
 # stderr at exit: here stderr is what is being checked.
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}print_suppressions=0"

@@ -4,7 +4,7 @@
 # (a write that makes no progress for 2 s is abandoned; a terminating
 # signal waits at most 5 s for its dump in any case).
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 mkfifo "$TMP/fifo"
 # The test holds the FIFO open for reading and writing, never reads it,
 # and fills it.

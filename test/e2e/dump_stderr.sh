@@ -4,7 +4,7 @@
 # a data file must not find PEM blocks in its data, and a program that
 # closes stderr at exit (coreutils do) must still get its exit dump.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 # LeakSanitizer (in the ASan build) prints the suppressions it used on
 # stderr at exit: here stderr is what is being checked.
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}print_suppressions=0"
@@ -20,6 +20,6 @@ expect_match "$TMP/err1" '^-----END PPROF THREADCREATE-----$' "and is whole"
 CPROF_DUMP=threadcreate "$host" close-at-exit >"$TMP/out2" 2>"$TMP/err2"
 echo "closed at exit: stderr holds $(stat -c %s "$TMP/err2") bytes"
 expect_match "$TMP/err2" '^-----BEGIN PPROF THREADCREATE-----$' "a program that closes stderr at exit still gets its exit dump"
-"$CPROF_BUILD/cprof" extract -o "$TMP/x" "$TMP/err2" >"$TMP/extract.txt"
+"$CPROFTEST_BUILD/cprof" extract -o "$TMP/x" "$TMP/err2" >"$TMP/extract.txt"
 expect_match "$TMP/extract.txt" '1 profiles? written' "the dump extracts"
 finish

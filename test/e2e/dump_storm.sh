@@ -4,7 +4,7 @@
 # does, the log stays bounded, and a SIGTERM afterwards is honoured at
 # once.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 log=$TMP/storm.log
 
 CPROF_DUMP=goroutine CPROF_DUMP_OUT="$log" "$host" storm 1 >"$TMP/out" 2>"$TMP/err" &
@@ -45,6 +45,6 @@ wait $pid || status=$?
 echo "SIGTERM after the storm: status $status after $ms ms"
 [ "$status" -eq 143 ] || fail "status $status, want 143"
 [ "$(grep -c '^Reason: SIGTERM$' "$log")" -eq 1 ] || fail "expected one SIGTERM dump"
-"$CPROF_BUILD/cprof" extract -o "$TMP/x" "$log" >"$TMP/extract.txt" || { cat "$TMP/extract.txt"; fail "the log does not extract"; }
+"$CPROFTEST_BUILD/cprof" extract -o "$TMP/x" "$log" >"$TMP/extract.txt" || { cat "$TMP/extract.txt"; fail "the log does not extract"; }
 expect_match "$TMP/extract.txt" "$((n2 + 1)) profiles written" "every dump in the log is whole: $n2 after SIGUSR1, one after SIGTERM"
 finish

@@ -4,7 +4,7 @@
 # pipe holds) all return at once, because pending requests are one flag
 # and the wake-up pipe, non-blocking, holds at most one byte.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 mkfifo "$TMP/fifo"
 exec 3<>"$TMP/fifo"   # a reader that never reads: stderr fills up
 

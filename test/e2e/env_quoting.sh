@@ -4,7 +4,7 @@
 # inside double quotes (no newline splits the line, no escape sequence
 # reaches the terminal), and a very long value is cut with a marker.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 long=$(head -c 5000 /dev/zero | tr '\0' '9')
 CPROF_DUMP=$'cpu,he\npa' CPROF_HEAP_RATE=$'\e[31mred' CPROF_BLOCK_RATE="$long" \
 "$host" rates >"$TMP/out" 2>"$TMP/err"

@@ -5,7 +5,7 @@
 # CPROF_* variable is ignored, and one line says so. Making a setuid copy
 # needs root; without it the decision is covered by test_env's seam.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 [ "$(id -u)" -eq 0 ] || skip_rest "not root: cannot make a setuid copy (test_env covers the decision)"
 nobody=$(id -u nobody 2>/dev/null) || skip_rest "no user nobody to own the setuid copy"
 # A sanitizer's runtime cannot read its options (/proc/self/environ) in a

@@ -8,7 +8,7 @@
 # own, and, when strace is installed, the number of opens.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/cli_lib.bash"
-cprof=$CPROF_BUILD/cprof
+cprof=$CPROFTEST_BUILD/cprof
 n=5000
 
 # write_log FILE COUNT SEQ: COUNT identical text dumps of heap from pid 7,

@@ -8,7 +8,7 @@
 # INT64_MAX block was lost with "File exists": the search for a free
 # number stopped at the top.)
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
+cprof=$CPROFTEST_BUILD/cprof
 max=9223372036854775807
 
 # write_log FILE SEQ...: one text dump of heap from pid 7 per SEQ, with

@@ -7,7 +7,7 @@
 # are extracted. Peak RSS and CPU time are printed.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/cli_lib.bash"
-cprof=$CPROF_BUILD/cprof
+cprof=$CPROFTEST_BUILD/cprof
 
 # Blocks: a small gzip member (extract checks only the gzip layer), and a
 # text dump of a given size, in cprof's format (64 characters a line).

@@ -10,7 +10,7 @@
 # next time it is used, never touching the numbers the program now holds.
 source "$(dirname "$0")/lib.bash"
 
-prog=$CPROF_BUILD/test/progs/fds_daemon
+prog=$CPROFTEST_BUILD/test/progs/fds_daemon
 N=6
 
 # client.py DAEMON_PORT CPROF_PORT N: N connections to the daemon, each

@@ -6,7 +6,7 @@
 # listed to show that no socket of cprof's went with it.
 source "$(dirname "$0")/lib.bash"
 
-prog=$CPROF_BUILD/test/progs/fds_forker
+prog=$CPROFTEST_BUILD/test/progs/fds_forker
 CPROF_HTTP=127.0.0.1:0 "$prog" fork 30 >"$TMP/parent.out" 2>"$TMP/parent.err" ||
   { cat "$TMP/parent.err"; fail "the forking program failed"; }
 cat "$TMP/parent.out" "$TMP/parent.err"

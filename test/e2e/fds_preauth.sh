@@ -9,7 +9,7 @@
 # such limit: run as root, the limited run is made as nobody.)
 source "$(dirname "$0")/lib.bash"
 
-prog=$CPROF_BUILD/test/progs/fds_workers
+prog=$CPROFTEST_BUILD/test/progs/fds_workers
 WORKERS=20
 IDLE=40
 # Root is exempt from the limit on threads: the limited run is then made

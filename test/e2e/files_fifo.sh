@@ -16,8 +16,8 @@
 # copy also runs with its exit dump alone (no goroutine request, no fork),
 # which must finish as promptly.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/files_fork
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/files_fork
 # ThreadSanitizer kills a child of a multi-threaded process that starts a
 # thread; this child starts none, but the option keeps TSan's own quiet.
 tsan_build "$prog" &&

@@ -21,7 +21,7 @@
 # compressed DWARF) afresh: 6 to 13 times. The wall-clock figures are
 # printed too.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/plain_fork_dumps
+prog=$CPROFTEST_BUILD/test/progs/plain_fork_dumps
 if tsan_build "$prog"; then
   skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
 fi

@@ -15,8 +15,8 @@
 # In both, `cprof extract` reads the log without a complaint, and every
 # process left both of its blocks.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/plain_fork_dumps
-cprof=$CPROF_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/plain_fork_dumps
+cprof=$CPROFTEST_BUILD/cprof
 if tsan_build "$prog"; then
   skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
 fi

@@ -11,7 +11,7 @@
 # debug=0 are Go's count profile, with return addresses on the @ line. The
 # collection's figures are printed.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/threads_dump
+prog=$CPROFTEST_BUILD/test/progs/threads_dump
 "$prog" "$TMP" >"$TMP/stats.txt"
 cat "$TMP/stats.txt"
 d2=$TMP/threads2.txt

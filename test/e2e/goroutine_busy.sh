@@ -14,7 +14,7 @@
 # sending cprof's signal itself every 2 ms cuts calls short, and the
 # handler counts them.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/busy_eintr
+prog=$CPROFTEST_BUILD/test/progs/busy_eintr
 
 # run NAME SECONDS [kick|seccomp]: runs the program, with the requests
 # unless kicking; its output in $TMP/NAME.out.

@@ -9,7 +9,7 @@
 # signal, and its own function appears in debug=2 under its system call;
 # cprof's HTTP threads do not appear at all.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/parked
+prog=$CPROFTEST_BUILD/test/progs/parked
 mkfifo "$TMP/in"
 exec 3<>"$TMP/in"
 "$prog" <"$TMP/in" >"$TMP/out" 2>"$TMP/err" &

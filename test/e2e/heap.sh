@@ -70,7 +70,7 @@ check_profiles() {
   done
 }
 
-prog=$CPROF_BUILD/test/progs/heap_live
+prog=$CPROFTEST_BUILD/test/progs/heap_live
 "$prog" "$TMP/linked" >"$TMP/linked.truth"
 check_profiles linked "$TMP/linked" "$TMP/linked.truth" 0
 expect_match "$TMP/linked.heap.txt" '@ heap/1048576$' "linked: header rate is twice the sampling rate"
@@ -80,9 +80,9 @@ expect_match "$TMP/exact.heap.txt" '@ heap/2$' "rate 1: header rate"
 
 # Preloaded. A sanitizer runtime preloaded ahead of cprof keeps malloc for
 # itself, so the preloaded checks need a build without sanitizers.
-plain=$CPROF_BUILD/test/progs/plain_heap_live
+plain=$CPROFTEST_BUILD/test/progs/plain_heap_live
 env=$(preload_env "$plain")
-if [ "$env" = "$CPROF_BUILD/libcprof.so" ]; then
+if [ "$env" = "$CPROFTEST_BUILD/libcprof.so" ]; then
   LD_PRELOAD=$env "$plain" "$TMP/pre" >"$TMP/pre.truth"
   check_profiles preloaded "$TMP/pre" "$TMP/pre.truth" 0
   CPROF_HEAP_RATE=1 LD_PRELOAD=$env "$plain" "$TMP/pre1" >"$TMP/pre1.truth"
@@ -93,7 +93,7 @@ fi
 
 # C++: operator new's caller is on the stack. Sanitizers bring their own
 # operator new, which does not go through malloc.
-cxx=$CPROF_BUILD/test/progs/heap_cxx
+cxx=$CPROFTEST_BUILD/test/progs/heap_cxx
 if ! sanitized_build "$cxx"; then
   CPROF_HEAP_RATE=1 "$cxx" "$TMP/cxx.pb.gz"
   pprof -sample_index=inuse_space -top -lines "$TMP/cxx.pb.gz" >"$TMP/cxx.txt"

@@ -12,9 +12,9 @@
 # std::bad_alloc thrown through cprof's operator new on the sampled and the
 # unsampled path.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/nofp_heap_new
-linked=$CPROF_BUILD/test/progs/cxx_new_throw
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/nofp_heap_new
+linked=$CPROFTEST_BUILD/test/progs/cxx_new_throw
 rate=65536
 
 # lib NAME: the path of a shared library of the system's.
@@ -53,17 +53,17 @@ fi
 
 # The twenty functions of the Itanium ABI, and libgcc_s for the cleanup
 # that restores a held countdown when an exception passes.
-n=$(nm -D --defined-only "$CPROF_BUILD/libcprof.so" | grep -cE ' T _Z(nw|na|dl|da)[mP]')
-[ "$n" -eq 20 ] || { nm -D --defined-only "$CPROF_BUILD/libcprof.so" | grep -E ' _Z(nw|na|dl|da)'; fail "libcprof.so exports $n operator new and delete functions, not 20"; }
+n=$(nm -D --defined-only "$CPROFTEST_BUILD/libcprof.so" | grep -cE ' T _Z(nw|na|dl|da)[mP]')
+[ "$n" -eq 20 ] || { nm -D --defined-only "$CPROFTEST_BUILD/libcprof.so" | grep -E ' _Z(nw|na|dl|da)'; fail "libcprof.so exports $n operator new and delete functions, not 20"; }
 checks=$((checks + 1))
 echo "ok: libcprof.so exports the 20 operator new and delete functions"
-readelf -d "$CPROF_BUILD/libcprof.so" >"$TMP/dynamic.txt"
+readelf -d "$CPROFTEST_BUILD/libcprof.so" >"$TMP/dynamic.txt"
 expect_match "$TMP/dynamic.txt" 'NEEDED.*libgcc_s\.so\.1' "libcprof.so needs libgcc_s.so.1"
 
 # No C++ runtime behind cprof's operator new: malloc and free underneath,
 # sampled as malloc is; a nothrow new that fails returns NULL; a throwing
 # one ends the program with one line.
-none=$CPROF_BUILD/test/progs/plain_new_none
+none=$CPROFTEST_BUILD/test/progs/plain_new_none
 CPROF_HEAP_RATE=1 "$cprof" run --dump heap --dump-out "$TMP/none.log" -- "$none" ok >"$TMP/none.out" ||
   fail "plain_new_none ok failed"
 expect_match "$TMP/none.out" '^ok$' "no C++ runtime: new, delete and a failing nothrow new work"
@@ -123,5 +123,5 @@ run jemalloc "$jemalloc"
 run tcmalloc "$tcmalloc"
 # An operator new of another library's, over malloc: cprof's malloc sees
 # its allocations too, and each must still count once.
-run newmalloc "$CPROF_BUILD/test/progs/libnewmalloc.so"
+run newmalloc "$CPROFTEST_BUILD/test/progs/libnewmalloc.so"
 finish

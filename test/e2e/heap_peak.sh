@@ -6,7 +6,7 @@
 # standard error at 128 KiB sampling is about 2% (docs/labels.md).
 source "$(dirname "$0")/lib.bash"
 mkdir -p "$TMP/out"
-"$CPROF_BUILD/test/progs/heap_peak" "$TMP/out" || fail "heap_peak failed"
+"$CPROFTEST_BUILD/test/progs/heap_peak" "$TMP/out" || fail "heap_peak failed"
 
 # inuse_mb FILE [FOCUS]: the profile's inuse_space in MiB.
 inuse_mb() {

@@ -12,8 +12,8 @@ source "$(dirname "$0")/lib.bash"
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
 export TSAN_OPTIONS="${TSAN_OPTIONS:+$TSAN_OPTIONS:}allocator_may_return_null=1"
 
-linked=$CPROF_BUILD/test/progs/heap_semantics
-plain=$CPROF_BUILD/test/progs/plain_heap_semantics
+linked=$CPROFTEST_BUILD/test/progs/heap_semantics
+plain=$CPROFTEST_BUILD/test/progs/plain_heap_semantics
 env=$(preload_env "$plain")
 
 run() {
@@ -35,7 +35,7 @@ run linked_placed env CPROF_HEAP_RATE=65536 "$linked"
 variants="linked linked_rate1 linked_placed"
 # A sanitizer runtime preloaded ahead of cprof keeps malloc for itself, so
 # the preloaded runs only test cprof in a build without sanitizers.
-if [ "$env" = "$CPROF_BUILD/libcprof.so" ]; then
+if [ "$env" = "$CPROFTEST_BUILD/libcprof.so" ]; then
   run preloaded env LD_PRELOAD="$env" "$plain"
   run preloaded_rate1 env CPROF_HEAP_RATE=1 LD_PRELOAD="$env" "$plain"
   run preloaded_placed env CPROF_HEAP_RATE=65536 LD_PRELOAD="$env" "$plain"

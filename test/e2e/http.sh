@@ -7,7 +7,7 @@
 # and early stop, refusals at start, and the index page in headless
 # Chromium (skipped when chromium is not installed).
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/http_server
+prog=$CPROFTEST_BUILD/test/progs/http_server
 
 # get URL [CURL ARGS...]: prints "STATUS" and leaves the body in $TMP/body
 # and the headers in $TMP/headers.
@@ -259,8 +259,8 @@ if command -v chromium >/dev/null; then
   done
   "${chrome[@]}" --screenshot="$TMP/index.png" --window-size=1024,768 "$B/" >/dev/null 2>&1 || fail "chromium screenshot"
   [ -s "$TMP/index.png" ] || fail "empty screenshot"
-  cp "$TMP/index.png" "$CPROF_TEST_TMP/http_index.png" # kept for a look
-  echo "ok: screenshot of the index ($(stat -c %s "$TMP/index.png") bytes, kept as $CPROF_TEST_TMP/http_index.png)"
+  cp "$TMP/index.png" "$CPROFTEST_TMP/http_index.png" # kept for a look
+  echo "ok: screenshot of the index ($(stat -c %s "$TMP/index.png") bytes, kept as $CPROFTEST_TMP/http_index.png)"
   checks=$((checks + 1))
 else
   echo "note: chromium not installed; the browser check is skipped"

@@ -12,7 +12,7 @@ BL=$PID
 python3 - "$PORT" >"$TMP/backlog.txt" <<'PY'
 import socket, sys, time
 import os
-sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+sys.path.insert(0, os.environ["CPROFTEST_SRC"] + "/test/e2e")
 from rawhttp import read_all
 port = int(sys.argv[1])
 def send(path):

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.bash"
 # not checked.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
 rss_checked() {
-  ! tsan_build "$CPROF_BUILD/test/progs/http_server" || { echo "note: TSan build, resident set not checked"; return 1; }
+  ! tsan_build "$CPROFTEST_BUILD/test/progs/http_server" || { echo "note: TSan build, resident set not checked"; return 1; }
 }
 
 start_server body --token s3cret --log
@@ -26,7 +26,7 @@ flood() {
   python3 - "$PORT" "$1" <<'PY'
 import select, socket, sys, time
 import os
-sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+sys.path.insert(0, os.environ["CPROFTEST_SRC"] + "/test/e2e")
 from rawhttp import read_all
 port, auth = int(sys.argv[1]), sys.argv[2]
 size = 4 * 1024 * 1024
@@ -93,7 +93,7 @@ checks=$((checks + 1))
 python3 - "$PORT" >"$TMP/budget.txt" <<'PY'
 import socket, sys, time
 import os
-sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+sys.path.insert(0, os.environ["CPROFTEST_SRC"] + "/test/e2e")
 from rawhttp import read_all
 port = int(sys.argv[1])
 body = b"0x1+" + b"z" * 59996  # two words: a real address, one skipped

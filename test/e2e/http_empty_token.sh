@@ -3,7 +3,7 @@
 # server), never a server without authentication. (The API's empty token,
 # CPROF_EINVAL, is checked in unit/test_http.)
 source "$(dirname "$0")/lib.bash"
-plain=$CPROF_BUILD/test/progs/plain_signalfd
+plain=$CPROFTEST_BUILD/test/progs/plain_signalfd
 tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 CPROF_HTTP=127.0.0.1:0 CPROF_HTTP_TOKEN= LD_PRELOAD=$(preload_env "$plain") "$plain" >"$TMP/empty.out" 2>"$TMP/empty.err" &
 EMPTY=$!

@@ -13,7 +13,7 @@
 source "$(dirname "$0")/lib.bash"
 command -v go >/dev/null || skip_rest "go is not installed"
 export GOCACHE=$TMP/gocache GOPATH=$TMP/gopath GO111MODULE=off GOFLAGS= GOPROXY=off
-go build -o "$TMP/gopprof" "$CPROF_SRC/test/progs/gopprof/main.go" || fail "go build gopprof"
+go build -o "$TMP/gopprof" "$CPROFTEST_SRC/test/progs/gopprof/main.go" || fail "go build gopprof"
 unlimited "$TMP/gopprof" -serve >"$TMP/go.port" 2>"$TMP/go.log" &
 track $!
 for _ in $(seq 100); do

@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.bash"
 # not checked.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
 rss_checked() {
-  ! tsan_build "$CPROF_BUILD/test/progs/http_server" || { echo "note: TSan build, resident set not checked"; return 1; }
+  ! tsan_build "$CPROFTEST_BUILD/test/progs/http_server" || { echo "note: TSan build, resident set not checked"; return 1; }
 }
 
 start_server leak --token s3cret

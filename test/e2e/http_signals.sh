@@ -7,7 +7,7 @@
 # and so are never picked to run one (the default action of SIGUSR1 and
 # SIGTERM would kill the process).
 source "$(dirname "$0")/lib.bash"
-plain=$CPROF_BUILD/test/progs/plain_signalfd
+plain=$CPROFTEST_BUILD/test/progs/plain_signalfd
 tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 
 mkfifo "$TMP/out"

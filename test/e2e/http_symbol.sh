@@ -12,7 +12,7 @@ source "$(dirname "$0")/lib.bash"
 # not checked.
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=0:thread_local_quarantine_size_kb=0"
 rss_checked() {
-  ! tsan_build "$CPROF_BUILD/test/progs/http_server" || { echo "note: TSan build, resident set not checked"; return 1; }
+  ! tsan_build "$CPROFTEST_BUILD/test/progs/http_server" || { echo "note: TSan build, resident set not checked"; return 1; }
 }
 
 start_server symbol --log
@@ -21,7 +21,7 @@ B=http://127.0.0.1:$PORT/debug/pprof
 
 # Addresses in the program's own text, as pprof would send them: each
 # costs a cold lookup.
-base=$(awk -v exe="$(readlink -f "$CPROF_BUILD/test/progs/http_server")" '$2 ~ /x/ && $6 == exe {split($1, a, "-"); print a[1]; exit}' "/proc/$SYM/maps")
+base=$(awk -v exe="$(readlink -f "$CPROFTEST_BUILD/test/progs/http_server")" '$2 ~ /x/ && $6 == exe {split($1, a, "-"); print a[1]; exit}' "/proc/$SYM/maps")
 addresses() { python3 -c "import sys; sys.stdout.write('+'.join('0x%x' % (0x$base + 4 * i) for i in range($1)))"; }
 addresses 279000 >"$TMP/4mib" # just under 4 MiB, the limit there was
 echo "body: $(stat -c %s "$TMP/4mib") bytes"

@@ -11,7 +11,7 @@ TOK=$PID
 python3 - "$PORT" >"$TMP/nul.txt" <<'PY'
 import socket, sys
 import os
-sys.path.insert(0, os.environ["CPROF_SRC"] + "/test/e2e")
+sys.path.insert(0, os.environ["CPROFTEST_SRC"] + "/test/e2e")
 from rawhttp import read_all
 port = int(sys.argv[1])
 def status(head):
@@ -51,7 +51,7 @@ stop_server "$TOK" token
 
 # cprof run --token: an unmodified program's endpoint, read by go tool
 # pprof with the token in the URL.
-cprof=$CPROF_BUILD/cprof
+cprof=$CPROFTEST_BUILD/cprof
 if tsan_build "$cprof"; then
   skip_rest "cprof run --token (the TSan build cannot preload, see lib.bash)"
 fi

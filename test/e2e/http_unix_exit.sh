@@ -28,7 +28,7 @@ wait "$PID" || fail "the program failed"
 echo "ok: a file that replaced the socket is left alone"
 checks=$((checks + 1))
 
-plain=$CPROF_BUILD/test/progs/plain_signalfd
+plain=$CPROFTEST_BUILD/test/progs/plain_signalfd
 tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 sock=$TMP/preloaded.sock
 mkfifo "$TMP/in"

@@ -12,9 +12,9 @@
 # cprof preloaded (before: 135, SIGBUS) as without, and its exit dump's
 # CPU profile must read in go tool pprof and name main's function.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/plain_images_dlopen
-lib=$CPROF_BUILD/test/progs/libimgtail.so
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/plain_images_dlopen
+lib=$CPROFTEST_BUILD/test/progs/libimgtail.so
 if tsan_build "$prog"; then
   skip_rest "preloaded runs are covered by the plain and ASan builds"
 fi

@@ -8,7 +8,7 @@
 # fails nor runs ldconfig, whoever runs it.
 source "$(dirname "$0")/lib.bash"
 prefix=$TMP/prefix
-cmake --install "$CPROF_BUILD" --prefix "$prefix" >"$TMP/install.log" 2>&1 || { cat "$TMP/install.log"; fail "cmake --install --prefix"; }
+cmake --install "$CPROFTEST_BUILD" --prefix "$prefix" >"$TMP/install.log" 2>&1 || { cat "$TMP/install.log"; fail "cmake --install --prefix"; }
 echo "ok: installed into a temporary prefix"
 
 # The tool starts with nothing pointing at the library.
@@ -30,8 +30,8 @@ echo "ok: a moved installation starts too"
 
 # cprof run finds the installed library (not the build tree's). The TSan
 # build cannot preload (lib.bash); under ASan the runtime goes first.
-if ! tsan_build "$CPROF_BUILD/cprof"; then
-  rt=$(preload_env "$CPROF_BUILD/cprof" | sed 's#[^ ]*libcprof\.so##')
+if ! tsan_build "$CPROFTEST_BUILD/cprof"; then
+  rt=$(preload_env "$CPROFTEST_BUILD/cprof" | sed 's#[^ ]*libcprof\.so##')
   # The library the shell loaded, from its maps, read with builtins only
   # (no child under the ASan runtime): the program's own LD_PRELOAD no
   # longer names cprof once the library has started.
@@ -45,7 +45,7 @@ export PKG_CONFIG_PATH=$libdir/pkgconfig
 pkg-config --cflags --libs cprof >"$TMP/pc.txt" || fail "pkg-config cprof"
 expect_match "$TMP/pc.txt" "-I$prefix/include( |$)" "pkg-config --cflags names the prefix"
 expect_match "$TMP/pc.txt" "-L$libdir( |$)" "pkg-config --libs names the prefix"
-if sanitized_build "$CPROF_BUILD/cprof"; then
+if sanitized_build "$CPROFTEST_BUILD/cprof"; then
   echo "note: a sanitizer build's library needs its runtime; the program is not built"
 else
   cat >"$TMP/hello.c" <<'EOF'
@@ -70,7 +70,7 @@ fi
 mkdir -p "$TMP/bin"
 printf '#!/bin/sh\necho "$@" >>"%s/ldconfig.calls"\n' "$TMP" >"$TMP/bin/ldconfig"
 chmod +x "$TMP/bin/ldconfig"
-PATH=$TMP/bin:$PATH DESTDIR=$TMP/stage cmake --install "$CPROF_BUILD" --prefix /usr/local >"$TMP/stage.log" 2>&1 ||
+PATH=$TMP/bin:$PATH DESTDIR=$TMP/stage cmake --install "$CPROFTEST_BUILD" --prefix /usr/local >"$TMP/stage.log" 2>&1 ||
   { cat "$TMP/stage.log"; fail "a DESTDIR install failed"; }
 [ -x "$TMP/stage/usr/local/bin/cprof" ] || fail "DESTDIR: no cprof under the stage"
 pc=$(find "$TMP/stage" -name cprof.pc | head -1)
@@ -79,7 +79,7 @@ expect_match "$pc" '^prefix=/usr/local$' "DESTDIR: cprof.pc names the real prefi
 expect_no_match "$pc" 'rpath' "cprof.pc for /usr/local adds no RPATH (ldconfig knows the library there)"
 [ ! -e "$TMP/ldconfig.calls" ] || fail "DESTDIR: ldconfig was run"
 # A prefix outside the system's: no ldconfig either.
-PATH=$TMP/bin:$PATH cmake --install "$CPROF_BUILD" --prefix "$TMP/prefix2" >/dev/null 2>&1 || fail "a second install failed"
+PATH=$TMP/bin:$PATH cmake --install "$CPROFTEST_BUILD" --prefix "$TMP/prefix2" >/dev/null 2>&1 || fail "a second install failed"
 [ ! -e "$TMP/ldconfig.calls" ] || fail "ldconfig was run for a private prefix"
 echo "ok: no ldconfig for DESTDIR or a private prefix"
 checks=$((checks + 1))

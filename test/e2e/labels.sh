@@ -8,7 +8,7 @@
 # alone and -tags lists both; labels the workers inherited from the thread
 # that created them are on every sample.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/labels_server
+prog=$CPROFTEST_BUILD/test/progs/labels_server
 mkdir -p "$TMP/out"
 "$prog" "$TMP/out" >"$TMP/truth.txt"
 truth() { sed -n "s/^$1=//p" "$TMP/truth.txt"; }

@@ -11,13 +11,13 @@ set -euo pipefail
 
 # The tree is the same in every build: the sanitizer builds leave the
 # check to the normal one.
-sanitized_build "$CPROF_BUILD/test/progs/parked" && skip_rest "checked in the normal build (the same sources)"
-objdir="$CPROF_BUILD/CMakeFiles/cprof_objects.dir/src"
-src="$CPROF_SRC/src"
+sanitized_build "$CPROFTEST_BUILD/test/progs/parked" && skip_rest "checked in the normal build (the same sources)"
+objdir="$CPROFTEST_BUILD/CMakeFiles/cprof_objects.dir/src"
+src="$CPROFTEST_SRC/src"
 [ -d "$objdir" ] || fail "no objects in $objdir"
-check=$CPROF_SRC/test/e2e/layering.py
+check=$CPROFTEST_SRC/test/e2e/layering.py
 
-python3 "$check" "$objdir" "$src" "$CPROF_SRC/docs/design.md" >"$TMP/tree.out" 2>&1 || {
+python3 "$check" "$objdir" "$src" "$CPROFTEST_SRC/docs/design.md" >"$TMP/tree.out" 2>&1 || {
   cat "$TMP/tree.out" >&2
   fail "the tree breaks the layering rules"
 }
@@ -69,7 +69,7 @@ expect_failure "a file outside the layers" "stray.c: not in a layer folder"
 
 copy_tree
 printf 'int unlisted;\n' >"$TMP/src/encode/unlisted.c"
-if python3 "$check" "$TMP/obj" "$TMP/src" "$CPROF_SRC/docs/design.md" >"$TMP/bad.out" 2>&1 ||
+if python3 "$check" "$TMP/obj" "$TMP/src" "$CPROFTEST_SRC/docs/design.md" >"$TMP/bad.out" 2>&1 ||
   ! grep -qF "encode/unlisted.c: not in the design document's table" "$TMP/bad.out"; then
   cat "$TMP/bad.out" >&2
   fail "a file missing from docs/design.md was not caught"

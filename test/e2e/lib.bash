@@ -1,18 +1,18 @@
 # Shared helpers for the end-to-end tests (sourced, not run on its own).
-# CPROF_BUILD, CPROF_SRC and CPROF_TEST_TMP come from ctest.
+# CPROFTEST_BUILD, CPROFTEST_SRC and CPROFTEST_TMP come from ctest.
 set -euo pipefail
-: "${CPROF_BUILD:?}" "${CPROF_TEST_TMP:?}"
-mkdir -p "$CPROF_TEST_TMP"
-TMP=$(mktemp -d "$CPROF_TEST_TMP/$(basename "$0" .sh).XXXXXX")
+: "${CPROFTEST_BUILD:?}" "${CPROFTEST_TMP:?}"
+mkdir -p "$CPROFTEST_TMP"
+TMP=$(mktemp -d "$CPROFTEST_TMP/$(basename "$0" .sh).XXXXXX")
 export PPROF_TMPDIR="$TMP/pprof"
 export HOME="${HOME:-$TMP}"
 mkdir -p "$PPROF_TMPDIR"
 # Background processes a test starts are killed when it ends, however it
 # ends: track PID registers one. Its scratch directory goes too, unless
-# CPROF_KEEP_TMP is set (to read a failed run's files afterwards).
+# CPROFTEST_KEEP_TMP is set (to read a failed run's files afterwards).
 tracked=()
 track() { tracked+=("$1"); }
-trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${CPROF_KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${CPROFTEST_KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 checks=0
 
 fail() {
@@ -142,7 +142,7 @@ pprof() {
 preload_env() {
   local rt
   rt=$(ldd "$1" | awk '/lib(a|ub|t)san/ {print $3}' | tr '\n' ' ')
-  echo "${rt}$CPROF_BUILD/libcprof.so"
+  echo "${rt}$CPROFTEST_BUILD/libcprof.so"
 }
 
 # start_server NAME ARGS...: runs test/progs/http_server in the
@@ -151,7 +151,7 @@ preload_env() {
 start_server() {
   local name=$1
   shift
-  "$CPROF_BUILD/test/progs/http_server" "$@" >"$TMP/$name.port" 2>"$TMP/$name.log" &
+  "$CPROFTEST_BUILD/test/progs/http_server" "$@" >"$TMP/$name.port" 2>"$TMP/$name.log" &
   PID=$!
   track "$PID"
   for _ in $(seq 100); do
@@ -204,7 +204,7 @@ browser_missing() {
 # skip_rest REASON: ends the test early, saying why. With no check run
 # yet the whole test is skipped: exit 77, which ctest reports as skipped
 # (SKIP_RETURN_CODE); after some checks, it passed those. Either way the
-# reason is also left in $CPROF_TEST_TMP/skips/NAME ("skipped: REASON" or
+# reason is also left in $CPROFTEST_TMP/skips/NAME ("skipped: REASON" or
 # "skipped in part: REASON"), for the suite's summary to name it: ctest
 # shows no output of a skipped test.
 skip_rest() {
@@ -212,8 +212,8 @@ skip_rest() {
   name=$(basename "$0" .sh)
   [ "$checks" -gt 0 ] && kind="skipped in part"
   echo "skip: $*"
-  mkdir -p "$CPROF_TEST_TMP/skips"
-  echo "$kind: $*" >>"$CPROF_TEST_TMP/skips/$name"
+  mkdir -p "$CPROFTEST_TMP/skips"
+  echo "$kind: $*" >>"$CPROFTEST_TMP/skips/$name"
   if [ "$checks" -eq 0 ]; then
     echo "$(basename "$0"): skipped, no check run"
     exit 77
@@ -229,8 +229,8 @@ skip_check() {
   local name
   name=$(basename "$0" .sh)
   echo "skip: $*"
-  mkdir -p "$CPROF_TEST_TMP/skips"
-  echo "skipped in part: $*" >>"$CPROF_TEST_TMP/skips/$name"
+  mkdir -p "$CPROFTEST_TMP/skips"
+  echo "skipped in part: $*" >>"$CPROFTEST_TMP/skips/$name"
 }
 
 # Ends the test: it fails when it ran no check at all (a test that checks

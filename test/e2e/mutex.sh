@@ -7,7 +7,7 @@
 # that held it and waited on the condition is charged, not the stand-in for
 # an unlock nobody saw.
 source "$(dirname "$0")/lib.bash"
-src=$CPROF_SRC/test/progs/mutex_contend.c
+src=$CPROFTEST_SRC/test/progs/mutex_contend.c
 lock_line=$(grep -n 'SITE:lock' "$src" | cut -d: -f1)
 unlock_line=$(grep -n 'SITE:unlock' "$src" | cut -d: -f1)
 
@@ -54,7 +54,7 @@ check() {
 # The holder's share of the delay, and the unattributed share, from the
 # flat column of pprof -top in delay.
 mkdir -p "$TMP/cond"
-measured=$("$CPROF_BUILD/test/progs/mutex_cond" "$TMP/cond" | sed -n 's/^measured_wait_ns=//p')
+measured=$("$CPROFTEST_BUILD/test/progs/mutex_cond" "$TMP/cond" | sed -n 's/^measured_wait_ns=//p')
 [ -n "$measured" ] || fail "mutex_cond wrote no measurement"
 pprof -top -unit=ns -sample_index=delay "$TMP/cond/mutex.pb.gz" >"$TMP/ctop.txt"
 share() { awk -v pat="$1" '$0 ~ pat {gsub(/%/, "", $2); s += $2} END {printf "%.2f\n", s + 0}' "$TMP/ctop.txt"; }
@@ -68,10 +68,10 @@ within10 "cond mutex" "$TMP/cond/mutex.pb.gz" "$measured"
 expect_no_match "$TMP/ctop.txt" 'samples lost to a full stack table' "a profile that lost nothing has no comment about losses"
 
 mkdir -p "$TMP/linked" "$TMP/preloaded"
-measured=$("$CPROF_BUILD/test/progs/mutex_contend" "$TMP/linked" | sed -n 's/^measured_wait_ns=//p')
+measured=$("$CPROFTEST_BUILD/test/progs/mutex_contend" "$TMP/linked" | sed -n 's/^measured_wait_ns=//p')
 check linked "$TMP/linked" "$measured"
 
-plain=$CPROF_BUILD/test/progs/plain_mutex_contend
+plain=$CPROFTEST_BUILD/test/progs/plain_mutex_contend
 tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 measured=$(CPROF_MUTEX_FRACTION=1 CPROF_BLOCK_RATE=1 LD_PRELOAD=$(preload_env "$plain") "$plain" "$TMP/preloaded" | sed -n 's/^measured_wait_ns=//p')
 check preloaded "$TMP/preloaded" "$measured"

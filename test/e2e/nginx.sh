@@ -9,8 +9,8 @@
 # just before they are told to stop) within 5%.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/nginx_lib.bash"
-cprof=$CPROF_BUILD/cprof
-plain=$CPROF_BUILD/test/progs/plain_forks
+cprof=$CPROFTEST_BUILD/cprof
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
 nginx_prepare
 
 port=$(free_port)

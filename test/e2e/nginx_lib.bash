@@ -8,7 +8,7 @@
 nginx_prepare() {
   command -v nginx >/dev/null || fail "nginx is not installed (scripts/deps.sh installs nginx-light)"
   command -v wrk >/dev/null || fail "wrk is not installed (scripts/deps.sh installs it)"
-  if tsan_build "$CPROF_BUILD/test/progs/plain_forks"; then
+  if tsan_build "$CPROFTEST_BUILD/test/progs/plain_forks"; then
     skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
   fi
   export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -23,7 +23,7 @@ nginx_prepare() {
 nginx_start() {
   local port=$1 rt
   shift
-  rt=$(preload_env "$CPROF_BUILD/test/progs/plain_forks" | sed 's#[^ ]*libcprof\.so##')
+  rt=$(preload_env "$CPROFTEST_BUILD/test/progs/plain_forks" | sed 's#[^ ]*libcprof\.so##')
   mkdir -p "$TMP/www"
   # nginx's workers run as another user (nobody) when the master is
   # root: they may pass through the test's directory to the page.
@@ -54,7 +54,7 @@ CONF
   # daemon's does (nginx takes a binary upgrade only once its parent is
   # no longer the one it started under); runner is then that parent.
   [ -n "${NGINX_ORPHAN:-}" ] && wrap=(sh -c '"$@" & sleep 1' sh)
-  LD_PRELOAD="$rt" "${wrap[@]}" "$CPROF_BUILD/cprof" run "$@" -- \
+  LD_PRELOAD="$rt" "${wrap[@]}" "$CPROFTEST_BUILD/cprof" run "$@" -- \
     "$(command -v nginx)" -e "$TMP/error.log" -p "$TMP" -c "$TMP/nginx.conf" >"$TMP/nginx.out" 2>&1 &
   runner=$!
   track "$runner"

@@ -20,7 +20,7 @@
 #     handling, and its heap snapshots.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/nginx_lib.bash"
-plain=$CPROF_BUILD/test/progs/plain_forks
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
 nginx_prepare
 
 start_receiver "$TMP/push" ok

@@ -9,7 +9,7 @@
 # process read auxv first and gave up: no names anywhere), the maps file,
 # readable by all, telling the objects instead.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/nondumpable
+prog=$CPROFTEST_BUILD/test/progs/nondumpable
 
 # LeakSanitizer stops the world with ptrace, which a process that is not
 # dumpable refuses it.

@@ -8,8 +8,8 @@
 #   - openssl at the default settings: no cprof function name, and the
 #     folded frames together under 3% of the samples.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-lib=$CPROF_BUILD/libcprof.so
+cprof=$CPROFTEST_BUILD/cprof
+lib=$CPROFTEST_BUILD/libcprof.so
 if sanitized_build "$cprof"; then
   skip_rest "the shares are measured in the normal build"
 fi
@@ -43,7 +43,7 @@ run() {
   echo "ok: $name: none of cprof's $(wc -l <"$TMP/names.txt") function names in the profile's $(wc -l <"$TMP/$name.names") names"
 }
 
-run churn --heap-rate 4096 -- "$CPROF_BUILD/test/progs/plain_heap_churn" 1000000
+run churn --heap-rate 4096 -- "$CPROFTEST_BUILD/test/progs/plain_heap_churn" 1000000
 expect_match "$TMP/churn.top" '\[cprof: heap sampling\]$' "churn: cprof's heap sampling is in the profile, folded"
 echo "churn: flat% of the folded frames: $(awk '/\[cprof/ { sub(/^.*%  /, ""); printf "%s; ", $0 }' "$TMP/churn.top")"
 grep -E '\[cprof' "$TMP/churn.top" | sed 's/^/  /' 

@@ -8,11 +8,11 @@
 # decompressed bytes instead.
 set -euo pipefail
 
-: "${CPROF_BUILD:?set CPROF_BUILD to the build directory}"
-: "${CPROF_TEST_TMP:?set CPROF_TEST_TMP to a scratch directory}"
+: "${CPROFTEST_BUILD:?set CPROFTEST_BUILD to the build directory}"
+: "${CPROFTEST_TMP:?set CPROFTEST_TMP to a scratch directory}"
 
-mkdir -p "$CPROF_TEST_TMP"
-work=$(mktemp -d "$CPROF_TEST_TMP/pprof_golden.XXXXXX")
+mkdir -p "$CPROFTEST_TMP"
+work=$(mktemp -d "$CPROFTEST_TMP/pprof_golden.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 # pprof keeps state under $HOME/pprof and reads PPROF_TMPDIR; keep both in
@@ -30,7 +30,7 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 
 prof="$work/golden.pb.gz"
-"$CPROF_BUILD/test/progs/golden_profile" "$prof"
+"$CPROFTEST_BUILD/test/progs/golden_profile" "$prof"
 
 raw=$(go tool pprof -raw "$prof" 2>&1) || {
   echo "go tool pprof -raw failed:" >&2

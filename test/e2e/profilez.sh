@@ -4,7 +4,7 @@
 # block profile off unless it was enabled, and serves heap and CPU profiles
 # that go tool pprof opens.
 source "$(dirname "$0")/lib.bash"
-server=$CPROF_BUILD/examples/admin-server
+server=$CPROFTEST_BUILD/examples/admin-server
 "$server" >"$TMP/port" &
 spid=$!
 track $spid

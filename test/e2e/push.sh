@@ -5,8 +5,8 @@
 # upload is read back by go tool pprof. Then a receiver that always fails:
 # the program still finishes on time and nothing is left queued.
 source "$(dirname "$0")/lib.bash"
-tsan_build "$CPROF_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
-prog=$CPROF_BUILD/test/progs/plain_worker
+tsan_build "$CPROFTEST_BUILD/test/progs/plain_worker" && skip_rest "every run here is preloaded, which the TSan build cannot do (see lib.bash)"
+prog=$CPROFTEST_BUILD/test/progs/plain_worker
 start_receiver "$TMP/ok" ok
 CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=2 \
 CPROF_PUSH_APP=pushtest CPROF_PUSH_LABELS="env=test,region=local" \
@@ -109,7 +109,7 @@ expect_match "$TMP/badlabel.err" 'bad label "bad label"' "a bad label is refused
 start_receiver "$TMP/lab" ok
 mkdir -p "$TMP/labout"
 CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=labtest \
-  "$CPROF_BUILD/test/progs/labels_server" "$TMP/labout" >/dev/null 2>"$TMP/lab.err" ||
+  "$CPROFTEST_BUILD/test/progs/labels_server" "$TMP/labout" >/dev/null 2>"$TMP/lab.err" ||
   { cat "$TMP/lab.err"; fail "labels_server under the pusher"; }
 kill $rpid; wait $rpid 2>/dev/null || true
 labelled=0 lab_wall=0
@@ -129,7 +129,7 @@ checks=$((checks + 1))
 [ "$lab_wall" -eq 0 ] || fail "the wall profile was pushed without CPROF_PUSH_PROFILES naming it"
 echo "ok: by default the wall profile is not pushed"
 checks=$((checks + 1))
-if sanitized_build "$CPROF_BUILD/test/progs/plain_forks"; then
+if sanitized_build "$CPROFTEST_BUILD/test/progs/plain_forks"; then
   # GCC 12's libasan does not lock its allocator across fork: a worker
   # forked while the pusher's threads free memory can spin for ever on
   # the sanitizer's quarantine lock.
@@ -140,7 +140,7 @@ fi
 # pushed by the parent, as a series of its own. Before, a worker's exit
 # waited for ever on the parent's pusher threads, which the child does
 # not have, and the master for the worker.
-plain=$CPROF_BUILD/test/progs/plain_forks
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
 start_receiver "$TMP/fork" ok
 status=0
 CPROF_PUSH_URL="http://127.0.0.1:$rport" CPROF_PUSH_INTERVAL=1 CPROF_PUSH_APP=forktest \

@@ -6,7 +6,7 @@
 # line and pushing does not start; a receiver that logs every request's
 # headers sees nothing.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 
 # A receiver that writes every request's header block to a file and
 # answers 200.

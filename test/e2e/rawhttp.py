@@ -1,7 +1,7 @@
 """Raw HTTP for the end-to-end tests: what curl will not send.
 
 Imported by the tests' inline python (sys.path gets test/e2e from
-CPROF_SRC). read_all reads a socket to its end, or until the timeout,
+CPROFTEST_SRC). read_all reads a socket to its end, or until the timeout,
 and returns what arrived.
 """
 

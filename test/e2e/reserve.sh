@@ -8,9 +8,9 @@
 # past its first chunk, and when the address space runs out the profile
 # counts what could not be tracked instead of crashing.
 source "$(dirname "$0")/lib.bash"
-plain=$CPROF_BUILD/test/progs/plain_reserve
-linked=$CPROF_BUILD/test/progs/reserve
-lib=$CPROF_BUILD/libcprof.so
+plain=$CPROFTEST_BUILD/test/progs/plain_reserve
+linked=$CPROFTEST_BUILD/test/progs/reserve
+lib=$CPROFTEST_BUILD/libcprof.so
 
 # live_checks NAME CMD...: many live sampled blocks, with the program run
 # as CMD. The live set's first chunk holds 8192 blocks, the region's 128

@@ -10,7 +10,7 @@
 # reaches is in the cprof_signal_text section (CPROF__SIGNAL_SAFE), and
 # nothing in that section calls out of it but the same allowlist.
 source "$(dirname "$0")/lib.bash"
-lib=$CPROF_BUILD/libcprof.so
+lib=$CPROFTEST_BUILD/libcprof.so
 if sanitized_build "$lib"; then
   skip_rest "sanitizer instrumentation adds calls into its runtime"
 fi

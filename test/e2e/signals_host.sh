@@ -8,7 +8,7 @@
 # environments, and a coroutine stack too small for a walk. Each case killed the program, stopped it doing its job, or fed
 # it cprof's signals before cprof moved off the signals programs take.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/sighost
+prog=$CPROFTEST_BUILD/test/progs/sighost
 
 "$prog" reset >"$TMP/reset.pb.gz" 2>"$TMP/reset.txt" ||
   { cat "$TMP/reset.txt"; fail "resetting SIGPROF and every signal while cprof profiles killed the program (status $?)"; }

@@ -6,8 +6,8 @@
 # own fatal error.
 source "$(dirname "$0")/lib.bash"
 command -v php >/dev/null || fail "php is not installed (scripts/deps.sh installs php-cli)"
-cprof=$CPROF_BUILD/cprof
-plain=$CPROF_BUILD/test/progs/plain_forks
+cprof=$CPROFTEST_BUILD/cprof
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
 if tsan_build "$plain"; then
   skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
 fi

@@ -10,7 +10,7 @@
 # frame. And a thread stack
 # exhausted by an overflow the program recovers from, 6,000 times.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/sigstack
+prog=$CPROFTEST_BUILD/test/progs/sigstack
 if sanitized_build "$prog"; then
   # The sanitizers' own signal handling and larger frames change what fits
   # on a small alternate stack; the plain build measures cprof's own use.

@@ -6,7 +6,7 @@
 # every poll got a 200 and every dump extracts.
 source "$(dirname "$0")/lib.bash"
 secs=${STRESS_SECONDS:-4}
-prog=$CPROF_BUILD/test/progs/stress
+prog=$CPROFTEST_BUILD/test/progs/stress
 export CPROF_DUMP_OUT=$TMP/dumps.log
 "$prog" "$secs" 8 "$TMP/port" >"$TMP/out.txt" 2>"$TMP/err.txt" &
 pid=$!
@@ -51,7 +51,7 @@ cat "$TMP/out.txt"
 if grep -E 'ERROR: (Address|Thread|Leak)Sanitizer|runtime error:|WARNING: ThreadSanitizer' "$TMP/err.txt"; then
   fail "a sanitizer reported a problem"
 fi
-"$CPROF_BUILD/cprof" extract -o "$TMP/x" "$CPROF_DUMP_OUT" >"$TMP/extract.txt" 2>&1 || { cat "$TMP/extract.txt"; fail "a dump did not extract"; }
+"$CPROFTEST_BUILD/cprof" extract -o "$TMP/x" "$CPROF_DUMP_OUT" >"$TMP/extract.txt" 2>&1 || { cat "$TMP/extract.txt"; fail "a dump did not extract"; }
 echo "stress: $polls HTTP requests served, $signals SIGUSR1 dumps fired, $(sed -n 's/.*: \([0-9]*\) profiles written.*/\1/p' "$TMP/extract.txt") profiles extracted"
 checks=$((checks + 1))
 finish

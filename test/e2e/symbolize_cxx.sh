@@ -4,7 +4,7 @@
 # the system name.
 set -euo pipefail
 
-bin="${CPROF_BUILD:?CPROF_BUILD must point at the build directory}/test/progs/cxx_names"
+bin="${CPROFTEST_BUILD:?CPROFTEST_BUILD must point at the build directory}/test/progs/cxx_names"
 out="$("$bin")"
 echo "$out"
 

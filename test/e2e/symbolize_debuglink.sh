@@ -10,10 +10,10 @@
 # debug file under the right name, which the CRC must refuse. libc's
 # lines come from the build-id tree, also with the variable set.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-orig=$CPROF_BUILD/test/progs/nofp_callbacks
-nobid=$CPROF_BUILD/test/progs/nofp_callbacks_nobuildid
-checker=$CPROF_SRC/test/e2e/addr2line_check.py
+cprof=$CPROFTEST_BUILD/cprof
+orig=$CPROFTEST_BUILD/test/progs/nofp_callbacks
+nobid=$CPROFTEST_BUILD/test/progs/nofp_callbacks_nobuildid
+checker=$CPROFTEST_SRC/test/e2e/addr2line_check.py
 if tsan_build "$orig"; then
   skip_rest "preloaded runs are covered by the plain and ASan builds"
 fi

@@ -7,10 +7,10 @@
 # the real function with the line of the call into the first inlined
 # level (addr2line_check.py says what it normalises, and why).
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/nofp_inline
-src=$CPROF_SRC/test/progs/nofp_inline.cc
-check=$CPROF_SRC/test/e2e/addr2line_check.py
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/nofp_inline
+src=$CPROFTEST_SRC/test/progs/nofp_inline.cc
+check=$CPROFTEST_SRC/test/e2e/addr2line_check.py
 if tsan_build "$prog"; then
   skip_rest "preloaded runs are covered by the plain and ASan builds"
 fi

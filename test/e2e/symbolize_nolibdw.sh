@@ -6,7 +6,7 @@
 # through LD_LIBRARY_PATH.
 source "$(dirname "$0")/lib.bash"
 
-prog=$CPROF_BUILD/test/progs/plain_heap_churn
+prog=$CPROFTEST_BUILD/test/progs/plain_heap_churn
 tsan_build "$prog" && skip_rest "preloaded runs need a build without TSan"
 
 mkdir -p "$TMP/lib"
@@ -19,7 +19,7 @@ run() {
     CPROF_DUMP_OUT="$TMP/$name.log" LD_PRELOAD="$(preload_env "$prog")" \
     "$prog" 20000 2>"$TMP/$name.err" ||
     { cat "$TMP/$name.err" >&2; fail "$name: the program failed"; }
-  "$CPROF_BUILD/cprof" extract -o "$TMP/$name" "$TMP/$name.log" >/dev/null
+  "$CPROFTEST_BUILD/cprof" extract -o "$TMP/$name" "$TMP/$name.log" >/dev/null
   cat "$TMP/$name"/goroutine-*.txt >"$TMP/$name.threads"
 }
 

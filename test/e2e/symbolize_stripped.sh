@@ -9,8 +9,8 @@
 # dynamic symbol; no location may be named "" or "??", and the library's
 # mapping must not claim has_functions, so that pprof symbolizes it again.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/dlopen_stripped
-lib=$CPROF_BUILD/test/progs/libstripped.so
+prog=$CPROFTEST_BUILD/test/progs/dlopen_stripped
+lib=$CPROFTEST_BUILD/test/progs/libstripped.so
 
 mkdir -p "$TMP/lib"
 cp "$lib" "$TMP/lib/libstripped.so"

@@ -10,9 +10,9 @@
 # instruction at its address (addr2line_check.py). Preloaded (calls through
 # PLT stubs) and linked (direct calls).
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-src=$CPROF_SRC/test/progs/nofp_tailcall.c
-checker=$CPROF_SRC/test/e2e/addr2line_check.py
+cprof=$CPROFTEST_BUILD/cprof
+src=$CPROFTEST_SRC/test/progs/nofp_tailcall.c
+checker=$CPROFTEST_SRC/test/e2e/addr2line_check.py
 decl=$(grep -n '^NOIPA void section(void) {' "$src" | cut -d: -f1)
 counted_unlock=$(awk '/^NOIPA void section_counted/ {on = 1} on && /pthread_mutex_unlock/ {print NR; exit}' "$src")
 lock_line=$(awk '/^NOIPA void section\(void\)/ {on = 1} on && /pthread_mutex_lock/ {print NR; exit}' "$src")
@@ -160,7 +160,7 @@ collect() {
 }
 
 # Linked: calls into cprof's interposers are direct.
-linked=$CPROF_BUILD/test/progs/linked_tailcall
+linked=$CPROFTEST_BUILD/test/progs/linked_tailcall
 # ThreadSanitizer instruments every function's exit, so gcc emits no tail
 # calls there: the programs have none for cprof to recover.
 tsan_build "$linked" && skip_rest "no tail calls in a ThreadSanitizer build"
@@ -175,7 +175,7 @@ sanitized_build "$linked" && heap=0 && echo "skip: heap checks (a sanitizer runt
 check linked "$TMP/linked" "$heap"
 
 # Preloaded: the calls go through PLT stubs.
-plain=$CPROF_BUILD/test/progs/nofp_tailcall
+plain=$CPROFTEST_BUILD/test/progs/nofp_tailcall
 tsan_build "$plain" && skip_rest "preloaded runs under TSan (see lib.bash)"
 tail_jumps "$plain"
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')

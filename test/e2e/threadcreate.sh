@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.bash"
 # it on "[cprof: thread started outside pthread_create]" once it has run
 # 20 ms (docs/api.md), so a sixth thread may be there.
 three='60\.00' two='40\.00' total=5
-if tsan_build "$CPROF_BUILD/test/progs/spawner"; then
+if tsan_build "$CPROFTEST_BUILD/test/progs/spawner"; then
   three='(60\.00|50\.00)' two='(40\.00|33\.33)' total='(5|6)'
 fi
 
@@ -36,13 +36,13 @@ check_text() {
   expect_match "$file" $'^#\t0x[0-9a-f]+\tmain\\+0x[0-9a-f]+\t/.*spawner\\.c:[0-9]+$' "$label: debug=1 frame line for main"
 }
 
-prog=$CPROF_BUILD/test/progs/spawner
+prog=$CPROFTEST_BUILD/test/progs/spawner
 "$prog" threadcreate 0 >"$TMP/linked.pb.gz"
 check_pprof linked "$TMP/linked.pb.gz"
 "$prog" threadcreate 1 >"$TMP/linked.txt"
 check_text linked "$TMP/linked.txt"
 
-plain=$CPROF_BUILD/test/progs/plain_spawner
+plain=$CPROFTEST_BUILD/test/progs/plain_spawner
 if tsan_build "$plain"; then
   echo "skip: preloaded runs under TSan (see lib.bash)"
 else

@@ -5,7 +5,7 @@
 # HTTP server, libmicrohttpd's, are not looked at here.) No thread can
 # block SIGKILL and SIGSTOP, and glibc keeps its own 32 and 33 unblocked.
 source "$(dirname "$0")/lib.bash"
-host=$CPROF_BUILD/test/progs/dump_host
+host=$CPROFTEST_BUILD/test/progs/dump_host
 CPROF_DUMP=cpu,threadcreate CPROF_PUSH_URL=http://127.0.0.1:1 CPROF_PUSH_INTERVAL=1 \
   "$host" park >"$TMP/out" 2>"$TMP/err" &
 pid=$!

@@ -15,9 +15,9 @@
 # count), the profile's comment counts the threads left without one, and
 # the program runs as it would unprofiled.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-prog=$CPROF_BUILD/test/progs/plain_dlsym_thread
-libdir=$CPROF_BUILD/test/progs
+cprof=$CPROFTEST_BUILD/cprof
+prog=$CPROFTEST_BUILD/test/progs/plain_dlsym_thread
+libdir=$CPROFTEST_BUILD/test/progs
 if tsan_build "$prog"; then
   skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
 fi

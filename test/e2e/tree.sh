@@ -24,8 +24,8 @@
 #     snapshots; the worker killed mid-window is named once on stderr.
 #     The pusher's windows run in the workers beside the endpoint's.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-plain=$CPROF_BUILD/test/progs/plain_forks
+cprof=$CPROFTEST_BUILD/cprof
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
 if tsan_build "$plain"; then
   # Linked instead, a fork child would start cprof's agent thread, and
   # TSan does not support threads started after a multi-threaded fork

@@ -7,10 +7,10 @@
 # its hottest function as the widest frame, zoom, search, sorting and a
 # screenshot; then the token rule, for the page and for its fetches.
 source "$(dirname "$0")/lib.bash"
-: "${CPROF_SRC:?}"
-prog=$CPROF_BUILD/test/progs/http_server
-cdp=(node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js")
-check=(python3 "$CPROF_SRC/test/ui/check.py")
+: "${CPROFTEST_SRC:?}"
+prog=$CPROFTEST_BUILD/test/progs/http_server
+cdp=(node --experimental-websocket "$CPROFTEST_SRC/test/ui/cdp.js")
+check=(python3 "$CPROFTEST_SRC/test/ui/check.py")
 
 
 get() {
@@ -67,8 +67,8 @@ checks=$((checks + 1))
 size=$(stat -c %s "$TMP/flamegraph.png")
 [ "$size" -gt 10000 ] || fail "screenshot only $size bytes"
 python3 -c 'import sys; d=open(sys.argv[1],"rb").read(24); assert d[:8]==b"\x89PNG\r\n\x1a\n"; import struct; w,h=struct.unpack(">II", d[16:24]); assert (w,h)==(1400,900), (w,h)' "$TMP/flamegraph.png" || fail "screenshot is not a 1400x900 PNG"
-cp "$TMP/flamegraph.png" "$CPROF_TEST_TMP/flamegraph.png"
-ok "screenshot of the CPU flame graph ($size bytes, kept as $CPROF_TEST_TMP/flamegraph.png)"
+cp "$TMP/flamegraph.png" "$CPROFTEST_TMP/flamegraph.png"
+ok "screenshot of the CPU flame graph ($size bytes, kept as $CPROFTEST_TMP/flamegraph.png)"
 
 # --- heap: alloc_space (short_worker allocates and frees), then inuse_space
 sleep 1
@@ -76,7 +76,7 @@ sleep 1
   --screenshot "$TMP/heap.png" >"$TMP/heap.json" || fail "cdp.js on the heap profile"
 "${check[@]}" "$TMP/heap.json" --hot short_worker --sample alloc_space --interact || fail "heap flame graph"
 checks=$((checks + 1))
-cp "$TMP/heap.png" "$CPROF_TEST_TMP/flamegraph_heap.png"
+cp "$TMP/heap.png" "$CPROFTEST_TMP/flamegraph_heap.png"
 names=(allocs goroutine threadcreate mutex block)
 urls=("$B/ui/?profile=heap&sample=inuse_objects")
 for name in "${names[@]}"; do urls+=("$B/ui/?profile=$name"); done

@@ -6,9 +6,9 @@
 # std::map and exceptions must be charged to the calling function. With
 # CPROF_UNWIND=fp the old frame-pointer walk is used, and it cannot.
 source "$(dirname "$0")/lib.bash"
-cprof=$CPROF_BUILD/cprof
-shares=$CPROF_SRC/test/e2e/traces.py
-progs=$CPROF_BUILD/test/progs
+cprof=$CPROFTEST_BUILD/cprof
+shares=$CPROFTEST_SRC/test/e2e/traces.py
+progs=$CPROFTEST_BUILD/test/progs
 rt=$(preload_env "$progs/nofp_callbacks" | sed 's#[^ ]*libcprof\.so##')
 if tsan_build "$progs/nofp_callbacks"; then
   skip_rest "preloaded runs are covered by the plain and ASan builds"

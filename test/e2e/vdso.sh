@@ -11,7 +11,7 @@
 # is named [vdso]+0xSTART, the start of its function by the image's
 # unwind table; perf shows such frames as bare addresses.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/vdso_loop
+prog=$CPROFTEST_BUILD/test/progs/vdso_loop
 
 rc=0
 "$prog" 1 "$TMP/vdso.so" >"$TMP/cpu.pb.gz" 2>"$TMP/err.txt" || rc=$?

@@ -8,10 +8,10 @@
 # depend on which functions -n keeps, so every -n up to 8 is compared too,
 # also on a small synthetic profile built to have such labels every run.
 source "$(dirname "$0")/lib.bash"
-: "${CPROF_SRC:?}"
-cprof=$CPROF_BUILD/cprof
-cdp=(node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js")
-check=(python3 "$CPROF_SRC/test/ui/check.py")
+: "${CPROFTEST_SRC:?}"
+cprof=$CPROFTEST_BUILD/cprof
+cdp=(node --experimental-websocket "$CPROFTEST_SRC/test/ui/cdp.js")
+check=(python3 "$CPROFTEST_SRC/test/ui/check.py")
 ok() {
   checks=$((checks + 1))
   echo "ok: $*"
@@ -20,7 +20,7 @@ ok() {
 # --- profiles written by Go: a tiny program, built offline
 export GOCACHE=$TMP/gocache GOPATH=$TMP/gopath GO111MODULE=off GOFLAGS= GOPROXY=off
 mkdir -p "$TMP/go"
-go build -o "$TMP/gopprof" "$CPROF_SRC/test/progs/gopprof/main.go" || fail "go build gopprof"
+go build -o "$TMP/gopprof" "$CPROFTEST_SRC/test/progs/gopprof/main.go" || fail "go build gopprof"
 # Without async preemption: on a loaded machine its signal handler frame,
 # runtime.asyncPreempt, would take the leaf of many burnAlpha samples.
 GODEBUG=asyncpreemptoff=1 unlimited "$TMP/gopprof" "$TMP/go" || fail "gopprof did not run"
@@ -30,7 +30,7 @@ ok "Go wrote $(ls "$TMP/go" | tr '\n' ' ')"
 # A sample every 16 KiB on average: the worker threads allocate about
 # 400 KiB per 200 ms, which at the default 512 KiB could leave the heap
 # profile taken a second after start-up empty (it did under TSan).
-CPROF_HEAP_RATE=16384 "$CPROF_BUILD/test/progs/http_server" >"$TMP/port" 2>"$TMP/server.log" &
+CPROF_HEAP_RATE=16384 "$CPROFTEST_BUILD/test/progs/http_server" >"$TMP/port" 2>"$TMP/server.log" &
 track $!
 for _ in $(seq 100); do [ -s "$TMP/port" ] && break; sleep 0.05; done
 PORT=$(head -1 "$TMP/port")
@@ -193,6 +193,6 @@ why=$(browser_missing)
 "${check[@]}" "$TMP/view.json" --index 2 --hot burn_http --sample cpu || fail "cprof CPU profile in cprof view"
 "${check[@]}" "$TMP/view.json" --index 3 --hot short_worker --sample alloc_space || fail "cprof heap profile in cprof view"
 checks=$((checks + 4))
-cp "$TMP/view.png" "$CPROF_TEST_TMP/view_go_cpu.png"
-ok "screenshot of Go's CPU profile in cprof view kept as $CPROF_TEST_TMP/view_go_cpu.png"
+cp "$TMP/view.png" "$CPROFTEST_TMP/view_go_cpu.png"
+ok "screenshot of Go's CPU profile in cprof view kept as $CPROFTEST_TMP/view_go_cpu.png"
 finish

@@ -6,9 +6,9 @@
 # zoom and a search take, and fails if the first render takes longer than
 # 10 s; `cprof top` must still agree with go tool pprof -top.
 source "$(dirname "$0")/lib.bash"
-: "${CPROF_SRC:?}"
-cprof=$CPROF_BUILD/cprof
-"$CPROF_BUILD/test/progs/big_profile" "$TMP/big.pb.gz" || fail "big_profile"
+: "${CPROFTEST_SRC:?}"
+cprof=$CPROFTEST_BUILD/cprof
+"$CPROFTEST_BUILD/test/progs/big_profile" "$TMP/big.pb.gz" || fail "big_profile"
 "$cprof" top -nodefraction=0 "$TMP/big.pb.gz" >"$TMP/ours.txt" || fail "cprof top"
 pprof -top -nodefraction=0 "$TMP/big.pb.gz" >"$TMP/theirs.txt"
 diff "$TMP/theirs.txt" "$TMP/ours.txt" >/dev/null || fail "cprof top differs from go tool pprof -top on the big profile"
@@ -22,9 +22,9 @@ echo "page: $(stat -c %s "$TMP/big.html") bytes for a $(stat -c %s "$TMP/big.pb.
 sanitized_build "$cprof" && skip_rest "the browser check in Chromium (the page does not depend on the build: checked in the normal build)"
 why=$(browser_missing)
 [ -z "$why" ] || skip_rest "the browser check ($why)"
-node --experimental-websocket "$CPROF_SRC/test/ui/cdp.js" "file://$TMP/big.html" --interact \
+node --experimental-websocket "$CPROFTEST_SRC/test/ui/cdp.js" "file://$TMP/big.html" --interact \
   --screenshot "$TMP/big.png" >"$TMP/big.json" || fail "cdp.js"
-python3 "$CPROF_SRC/test/ui/check.py" "$TMP/big.json" --sample cpu --min-frames 100 --interact || fail "the big profile in the viewer"
+python3 "$CPROFTEST_SRC/test/ui/check.py" "$TMP/big.json" --sample cpu --min-frames 100 --interact || fail "the big profile in the viewer"
 checks=$((checks + 1))
 python3 - "$TMP/big.json" <<'PY' || fail "the big profile's numbers"
 import json, sys
@@ -37,5 +37,5 @@ print("render: first render %.0f ms (50,000 samples, 5,000 stacks, %d frames dra
 assert d["renderMs"] < 10000, "first render took %.0f ms" % d["renderMs"]
 PY
 checks=$((checks + 1))
-cp "$TMP/big.png" "$CPROF_TEST_TMP/view_big.png"
+cp "$TMP/big.png" "$CPROFTEST_TMP/view_big.png"
 finish

@@ -9,8 +9,8 @@
 # figure, a 200 MiB malloc still succeeds. The program (plain_vm) has 4
 # threads of its own that allocate, so it has arenas of its own either way.
 source "$(dirname "$0")/lib.bash"
-prog=$CPROF_BUILD/test/progs/plain_vm
-lib=$CPROF_BUILD/libcprof.so
+prog=$CPROFTEST_BUILD/test/progs/plain_vm
+lib=$CPROFTEST_BUILD/libcprof.so
 # The documented figure (docs/heap.md, "Address space"), in KiB.
 documented_kib=$((96 * 1024))
 big_mib=200

@@ -6,8 +6,8 @@
 #  2. CPROF_DUMP=wall writes a block that `cprof extract` turns back into
 #     a profile go tool pprof reads.
 source "$(dirname "$0")/lib.bash"
-mix=$CPROF_BUILD/test/progs/wall_mix
-cprof=$CPROF_BUILD/cprof
+mix=$CPROFTEST_BUILD/test/progs/wall_mix
+cprof=$CPROFTEST_BUILD/cprof
 # 1. Over HTTP, next to a CPU profile window.
 start_server srv
 url=http://127.0.0.1:$PORT/debug/pprof

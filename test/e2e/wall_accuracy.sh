@@ -8,7 +8,7 @@
 # in test/CMakeLists.txt): another test's CPU work would make the sampler
 # late, which moves samples between phases (docs/wall.md).
 source "$(dirname "$0")/lib.bash"
-mix=$CPROF_BUILD/test/progs/wall_mix
+mix=$CPROFTEST_BUILD/test/progs/wall_mix
 # 100 Hz for 10 s (2,000 samples of two workers) keeps the
 # sampling error (about 1 point) well inside the 3 allowed.
 CPROF_WALL_HZ=100 "$mix" "$TMP/mix.pb.gz" 10 2 >"$TMP/truth.txt" 2>"$TMP/mix.err" ||

@@ -44,7 +44,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // is shown either way.
 let dataDir = null, chrome = null, chromeExit = null, chromeErr = '';
 function startChrome() {
-  dataDir = fs.mkdtempSync(path.join(process.env.CPROF_TEST_TMP || os.tmpdir(), 'chrome-'));
+  dataDir = fs.mkdtempSync(path.join(process.env.CPROFTEST_TMP || os.tmpdir(), 'chrome-'));
   chromeExit = null;
   chromeErr = '';
   chrome = spawn('chromium', ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',

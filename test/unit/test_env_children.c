@@ -47,6 +47,31 @@ static void test_only_settings(void) {
   unsetenv("CPROF_NOT_A_SETTING");
 }
 
+/* A misspelt name is matched to the setting a few letters away; another
+ * name, or one far from every setting, to none. */
+static void test_closest_setting(void) {
+  static const struct {
+    const char *name, *want;
+  } cases[] = {
+      {"CPROF_DUMPP", "CPROF_DUMP"},       {"CPROF_DUM", "CPROF_DUMP"},
+      {"CPROF_CPUHZ", "CPROF_CPU_HZ"},     {"CPROF_HEAP_RAT", "CPROF_HEAP_RATE"},
+      {"CPROF_UNWND", "CPROF_UNWIND"},     {"CPROF_HTPT", "CPROF_HTTP"},
+      {"CPROF_PUSH_UR", "CPROF_PUSH_URL"}, {"cprof_dump", NULL},
+      {"CPROF_NOT_A_SETTING", NULL},       {"CPROF_X", NULL},
+      {"CPROF_HTTP_TOKEN_FILE_PATH_XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *got =
+        cprof__setting_closest(cases[i].name, strlen(cases[i].name));
+    if (cases[i].want)
+      CHECK(got && strcmp(got, cases[i].want) == 0);
+    else
+      CHECK(got == NULL);
+  }
+  /* Only the name's n bytes count. */
+  CHECK_STREQ(cprof__setting_closest("CPROF_DUMPP=cpu", 11), "CPROF_DUMP");
+}
+
 static void test_removed_still_read(void) {
   static char a[] = "CPROF_PUSH_INTERVAL=5", b[] = "CPROF_PUSH_LABELS=old";
   static char *const removed[] = {a, b};
@@ -66,6 +91,7 @@ int main(void) {
   RUN(test_expand_pid);
   RUN(test_http_per_process);
   RUN(test_only_settings);
+  RUN(test_closest_setting);
   RUN(test_removed_still_read);
   return TEST_RESULT();
 }

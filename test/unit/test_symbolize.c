@@ -24,7 +24,7 @@ static bool ends_with(const char *s, const char *suffix) {
 }
 
 static void dump(const char *what, const cprof__sym_result *r) {
-  if (!getenv("CPROF_TEST_VERBOSE") || !r) return;
+  if (!getenv("CPROFTEST_VERBOSE") || !r) return;
   fprintf(stderr, "  %s: mapping %d, %d frames%s%s\n", what, r->mapping,
           r->nframes, r->has_line ? ", lines" : "",
           r->has_inline ? ", inline" : "");
@@ -156,7 +156,7 @@ static void test_mappings(void) {
     CHECK(m->start < m->limit);
     uintptr_t fn = (uintptr_t)&target_function;
     CHECK(fn >= m->start && fn < m->limit);
-    if (getenv("CPROF_TEST_VERBOSE"))
+    if (getenv("CPROFTEST_VERBOSE"))
       fprintf(stderr, "  main %llx-%llx @%llx %s %s\n",
               (unsigned long long)m->start, (unsigned long long)m->limit,
               (unsigned long long)m->offset, m->path, m->build_id);
