@@ -1192,6 +1192,11 @@ int main(int argc, char **argv) {
     return 2;
   }
   const char *cmd = argv[1];
+  /* Each command sees itself as "cprof CMD" in its argv[0], so that
+   * getopt's messages carry the prefix every other error has. */
+  char self[32];
+  snprintf(self, sizeof self, "cprof %s", cmd + strspn(cmd, "-"));
+  argv[1] = self;
   if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
     return cmd_version(argc - 1, argv + 1);
   if (strcmp(cmd, "profiles") == 0) return cmd_profiles(argc - 1, argv + 1);

@@ -129,6 +129,14 @@ expect_match "$TMP/out" '^dump=unset http=unset$' "options after PROG are not cp
 expect_match "$TMP/out" '^arg --dump$' "options after PROG go to PROG"
 LD_PRELOAD="$rt" expect_status 3 "$cprof" run -- sh -c 'exit 3'
 expect_status 2 "$cprof" run --bogus -- true
+# Every error starts with the command's name, getopt's own included.
+expect_match "$TMP/err" "^cprof run: unrecognized option '--bogus'$" "getopt's message carries cprof run's prefix"
+for c in extract view; do
+  expect_status 2 "$cprof" $c --bogus
+  expect_match "$TMP/err" "^cprof $c: unrecognized option '--bogus'$" "getopt's message carries cprof $c's prefix"
+done
+expect_status 2 "$cprof" top --bogus
+expect_match "$TMP/err" "^cprof top: unknown option --bogus$" "cprof top's unknown option carries its prefix"
 expect_status 2 "$cprof" run --http -- true
 expect_match "$TMP/err" '^cprof run: --http needs a value$' "cprof run --http -- PROG: the address is missing, not --"
 expect_status 2 "$cprof" run
