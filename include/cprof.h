@@ -127,6 +127,20 @@ CPROF_EXPORT size_t cprof_profile_count(void);
 CPROF_EXPORT const char *cprof_profile_name(size_t i);
 CPROF_EXPORT const char *cprof_profile_description(size_t i);
 
+/* Every profile cprof has, in name order, including those taken over a
+ * window of time ("cpu", served as /debug/pprof/profile, and "wall"),
+ * which the functions above leave out because cprof_profile_write cannot
+ * write them at any moment. Fills *out and returns 0, or returns
+ * CPROF_ENOPROFILE when i is past the last (CPROF_EINVAL for a NULL
+ * out). Thread-safe; strings are static. */
+typedef struct cprof_profile_info {
+  const char *name;        /* as dumps and cprof_profile_write name it */
+  const char *route;       /* its /debug/pprof/ route */
+  const char *description; /* Go's text for Go's profiles */
+  int windowed;            /* 1: taken over a window (?seconds=N) */
+} cprof_profile_info;
+CPROF_EXPORT int cprof_profile_info_at(size_t i, cprof_profile_info *out);
+
 /* The number of entries a named profile currently holds (what Go's index
  * page shows in its Count column), or a negative cprof_err. Thread-safe. */
 CPROF_EXPORT long cprof_profile_entries(const char *name);

@@ -96,8 +96,15 @@ static int cmd_profiles(int argc, char **argv) {
     fprintf(stderr, "cprof profiles: unexpected argument '%s'\n", argv[1]);
     return 2;
   }
-  for (size_t i = 0; i < cprof_profile_count(); i++)
-    printf("%-14s %s\n", cprof_profile_name(i), cprof_profile_description(i));
+  cprof_profile_info p;
+  for (size_t i = 0; cprof_profile_info_at(i, &p) == 0; i++) {
+    printf("%-14s %s", p.name, p.description ? p.description : "");
+    if (p.windowed)
+      printf(" (taken over a window: /debug/pprof/%s?seconds=N, or --dump "
+             "%s)",
+             p.route, p.name);
+    putchar('\n');
+  }
   return 0;
 }
 

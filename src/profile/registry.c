@@ -144,6 +144,17 @@ const char *cprof_profile_description(size_t i) {
   return d ? d->description : NULL;
 }
 
+int cprof_profile_info_at(size_t i, cprof_profile_info *out) {
+  if (!out) return CPROF_EINVAL;
+  const cprof__profile_def *d = cprof__profile_at(i);
+  if (!d) return CPROF_ENOPROFILE;
+  out->name = d->name;
+  out->route = cprof__profile_route(d);
+  out->description = d->description;
+  out->windowed = d->window != NULL;
+  return 0;
+}
+
 long cprof_profile_entries(const char *name) {
   const cprof__profile_def *def = cprof__profile_find(name);
   if (!def || def->window) return CPROF_ENOPROFILE;

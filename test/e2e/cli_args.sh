@@ -129,6 +129,12 @@ expect_match "$TMP/out" '^dump=unset http=unset$' "options after PROG are not cp
 expect_match "$TMP/out" '^arg --dump$' "options after PROG go to PROG"
 LD_PRELOAD="$rt" expect_status 3 "$cprof" run -- sh -c 'exit 3'
 expect_status 2 "$cprof" run --bogus -- true
+# cprof profiles lists every profile, the windowed ones with their route.
+"$cprof" profiles >"$TMP/profiles"
+for p in allocs block cpu goroutine heap heap_peak mutex threadcreate wall; do
+  expect_match "$TMP/profiles" "^$p " "cprof profiles lists $p"
+done
+expect_match "$TMP/profiles" '^cpu .*\(taken over a window: /debug/pprof/profile\?seconds=N, or --dump cpu\)$' "cprof profiles gives cpu's route"
 # Every error starts with the command's name, getopt's own included.
 expect_match "$TMP/err" "^cprof run: unrecognized option '--bogus'$" "getopt's message carries cprof run's prefix"
 for c in extract view; do

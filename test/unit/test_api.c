@@ -4,6 +4,8 @@
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cprof.h"
@@ -83,6 +85,26 @@ static void test_registry(void) {
     CHECK(strcmp(cprof_profile_name(i - 1), cprof_profile_name(i)) < 0);
   CHECK(cprof_profile_name(cprof_profile_count()) == NULL);
   CHECK(cprof_profile_description(cprof_profile_count()) == NULL);
+  /* The full listing has the windowed ones too, with their routes, and
+   * every snapshot one; it is sorted as well and ends with an error. */
+  cprof_profile_info info;
+  size_t all = 0, windowed = 0;
+  const char *prev = "";
+  bool cpu = false, wall = false;
+  for (; cprof_profile_info_at(all, &info) == 0; all++) {
+    CHECK(strcmp(prev, info.name) < 0 && info.route && info.description);
+    prev = info.name;
+    windowed += (size_t)info.windowed;
+    if (strcmp(info.name, "cpu") == 0)
+      cpu = info.windowed && strcmp(info.route, "profile") == 0;
+    if (strcmp(info.name, "wall") == 0)
+      wall = info.windowed && strcmp(info.route, "wall") == 0;
+    if (!info.windowed) CHECK(cprof_profile_entries(info.name) >= 0);
+  }
+  CHECK(cpu && wall);
+  CHECK_EQ_INT((long)(all - windowed), (long)cprof_profile_count());
+  CHECK_EQ_INT(cprof_profile_info_at(all, &info), CPROF_ENOPROFILE);
+  CHECK_EQ_INT(cprof_profile_info_at(0, NULL), CPROF_EINVAL);
   CHECK_EQ_INT(cprof_profile_write_file("threadcreate", 0, "/nonexistent/dir/x"),
                CPROF_EIO);
   CHECK_EQ_INT(buf.len, 0);
