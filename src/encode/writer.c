@@ -503,10 +503,109 @@ int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
   return err;
 }
 
+/* Go's text/tabwriter as runtime/pprof sets it up for debug=1 (minimum
+ * width 1, tab width 8, padding 1, tabs as padding, no flags): a line's
+ * tab-terminated cells are columns, and a run of consecutive lines with a
+ * cell in one column is padded to that run's widest cell plus one,
+ * rounded up to a tab stop, with tabs. Widths count UTF-8 characters. A
+ * line's text after its last tab is no cell and is left as it is. */
+#define TAB_COLUMNS 16 /* cells past this many on a line stay plain text */
+
+typedef struct tabwriter {
+  const char *text;
+  size_t nlines;
+  size_t *start, *len;     /* each line's bytes, without its '\n' */
+  unsigned char *ncells;   /* its cells (tabs), at most TAB_COLUMNS */
+  size_t *cellw;           /* its cells' widths, TAB_COLUMNS per line */
+  size_t widths[TAB_COLUMNS];
+  cprof_buf *out;
+  int err;
+} tabwriter;
+
+static void tab_lines(tabwriter *t, size_t l0, size_t l1) {
+  for (size_t l = l0; l < l1 && !t->err; l++) {
+    const char *p = t->text + t->start[l], *end = p + t->len[l];
+    for (size_t j = 0; j < t->ncells[l] && !t->err; j++) {
+      const char *tab = memchr(p, '\t', (size_t)(end - p));
+      t->err = cprof__buf_append(t->out, p, (size_t)(tab - p));
+      size_t cell = (t->widths[j] + 7) / 8 * 8;
+      for (size_t k = (cell - t->cellw[l * TAB_COLUMNS + j] + 7) / 8;
+           k > 0 && !t->err; k--)
+        t->err = cprof__buf_append(t->out, "\t", 1);
+      p = tab + 1;
+    }
+    if (!t->err) t->err = cprof__buf_append(t->out, p, (size_t)(end - p));
+    if (!t->err) t->err = cprof__buf_append(t->out, "\n", 1);
+  }
+}
+
+/* Go's format: lines l0..l1 all have cells in the columns left of col,
+ * whose widths are known. Depth at most TAB_COLUMNS. */
+static void tab_format(tabwriter *t, size_t col, size_t l0, size_t l1) {
+  for (size_t l = l0; l < l1;) {
+    if (col >= t->ncells[l]) {
+      l++;
+      continue;
+    }
+    tab_lines(t, l0, l);
+    l0 = l;
+    size_t width = 1;
+    for (; l < l1 && col < t->ncells[l]; l++)
+      if (t->cellw[l * TAB_COLUMNS + col] + 1 > width)
+        width = t->cellw[l * TAB_COLUMNS + col] + 1;
+    t->widths[col] = width;
+    tab_format(t, col + 1, l0, l);
+    l0 = l;
+  }
+  tab_lines(t, l0, l1);
+}
+
+int cprof__tabwrite(cprof_buf *out, const char *text, size_t len) {
+  tabwriter t = {.text = text, .out = out};
+  for (size_t i = 0; i < len; i++) t.nlines += text[i] == '\n';
+  if (len && text[len - 1] != '\n') t.nlines++;
+  if (t.nlines == 0) return 0;
+  t.start = cprof__calloc(t.nlines, sizeof *t.start);
+  t.len = cprof__calloc(t.nlines, sizeof *t.len);
+  t.ncells = cprof__calloc(t.nlines, 1);
+  t.cellw = cprof__calloc(t.nlines, TAB_COLUMNS * sizeof *t.cellw);
+  if (!t.start || !t.len || !t.ncells || !t.cellw) {
+    t.err = CPROF_ENOMEM;
+    goto out;
+  }
+  for (size_t l = 0, i = 0; l < t.nlines; l++) {
+    t.start[l] = i;
+    size_t w = 0;
+    for (; i < len && text[i] != '\n'; i++) {
+      if (text[i] == '\t' && t.ncells[l] < TAB_COLUMNS) {
+        t.cellw[l * TAB_COLUMNS + t.ncells[l]++] = w;
+        w = 0;
+      } else if (((unsigned char)text[i] & 0xc0) != 0x80) {
+        w++;
+      }
+    }
+    t.len[l] = i - t.start[l];
+    i++; /* the '\n' */
+  }
+  tab_format(&t, 0, 0, t.nlines);
+  /* A last line without its '\n' is written without one. */
+  if (!t.err && text[len - 1] != '\n') out->len--;
+out:
+  cprof__free(t.start);
+  cprof__free(t.len);
+  cprof__free(t.ncells);
+  cprof__free(t.cellw);
+  return t.err;
+}
+
 int cprof__text_record(cprof_buf *out, cprof__stack_id sid) {
   const uintptr_t *pcs;
   size_t n = cprof__stacktab_get(sid, &pcs);
-  int err = cprof__text_stack(out, pcs, n);
+  /* Go's frame lines go through its tabwriter; so do these. */
+  cprof_buf raw = {0};
+  int err = cprof__text_stack(&raw, pcs, n);
+  if (!err) err = cprof__tabwrite(out, (const char *)raw.data, raw.len);
+  cprof_buf_free(&raw);
   return err ? err : cprof__buf_printf(out, "\n");
 }
 

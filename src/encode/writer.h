@@ -72,10 +72,19 @@ CPROF__HIDDEN void cprof__text_end(void);
 CPROF__HIDDEN int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs,
                                     size_t npcs);
 
-/* Appends one record's stack (" @ 0x.. 0x..", its frame lines) and the
- * blank line that ends a record in Go's text; the caller has written the
- * record's values. Between text_begin and text_end. */
+/* Appends one record's stack (" @ 0x.. 0x..", its frame lines, padded as
+ * Go's tabwriter pads them) and the blank line that ends a record in Go's
+ * text; the caller has written the record's values. Between text_begin
+ * and text_end. */
 CPROF__HIDDEN int cprof__text_record(cprof_buf *out, cprof__stack_id sid);
+
+/* Appends text[0..len) to out as Go's text/tabwriter, set up as
+ * runtime/pprof sets it for debug=1, writes it: the tab-terminated cells
+ * of consecutive lines aligned in columns with tabs (writer.c). At most 16
+ * columns per line are aligned; tabs past them stay as they are. Returns
+ * 0 or CPROF_ENOMEM. Pure. */
+CPROF__HIDDEN int cprof__tabwrite(cprof_buf *out, const char *text,
+                                  size_t len);
 
 /* Finishes a text profile: when err is 0, sends out to sink. Frees out;
  * returns the first error. */

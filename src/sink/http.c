@@ -788,8 +788,8 @@ static enum MHD_Result respond(struct MHD_Connection *mc, conn *c,
  * need them: the first Authorization, Host and Content-Type values, and
  * every Content-Length and Transfer-Encoding. */
 typedef struct header_scan {
-  const char *auth, *host, *length, *encoding, *type;
-  size_t auth_len, host_len, length_len, encoding_len, type_len;
+  const char *auth, *host, *length, *encoding, *type, *expect;
+  size_t auth_len, host_len, length_len, encoding_len, type_len, expect_len;
   int nhost, nlength, nencoding;
   const char *after_auth; /* the name of the header after Authorization */
 } header_scan;
@@ -816,8 +816,25 @@ static enum MHD_Result scan_header(void *cls, enum MHD_ValueKind kind,
     if (!h->nencoding++) h->encoding = value, h->encoding_len = value_size;
   } else if (is_header(key, key_size, MHD_HTTP_HEADER_CONTENT_TYPE)) {
     if (!h->type) h->type = value, h->type_len = value_size;
+  } else if (is_header(key, key_size, MHD_HTTP_HEADER_EXPECT)) {
+    if (!h->expect) h->expect = value, h->expect_len = value_size;
   }
   return MHD_YES;
+}
+
+/* Whether the comma-separated list v[0..n) has token (any case), as Go's
+ * hasToken reads an Expect header. */
+static bool has_token(const char *v, size_t n, const char *token) {
+  size_t tlen = strlen(token);
+  for (size_t i = 0; i < n;) {
+    while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ',')) i++;
+    size_t s = i;
+    while (i < n && v[i] != ',') i++;
+    size_t e = i;
+    while (e > s && (v[e - 1] == ' ' || v[e - 1] == '\t')) e--;
+    if (e - s == tlen && strncasecmp(v + s, token, tlen) == 0) return true;
+  }
+  return false;
 }
 
 /* The framing checks: a Content-Length must be one decimal number, and
@@ -905,6 +922,15 @@ static enum MHD_Result first_call(struct MHD_Connection *mc, conn *c,
     request_received(c);
     memset(&resp, 0, sizeof resp);
     cprof__http_fail(&resp, status, "%s", why);
+    return send_resp(mc, c, method, &resp, true);
+  }
+  /* Go's server, before any handler: an expectation other than
+   * 100-continue (which libmicrohttpd answers) cannot be met: 417, no
+   * body, and the connection closed. */
+  if (h.expect_len && !has_token(h.expect, h.expect_len, "100-continue")) {
+    request_received(c);
+    memset(&resp, 0, sizeof resp);
+    resp.status = 417;
     return send_resp(mc, c, method, &resp, true);
   }
   cprof__http_req req = make_req(c, method);

@@ -151,6 +151,11 @@ compare "a NUL cleaned away" "/debug/pprof/%00/../heap"
 compare "a trailing slash stays" "/debug/pprof//heap/"
 compare "HEAD: no body" "//debug/pprof/heap" -I
 compare "POST: no body, no type" "//debug/pprof/heap" -d debug=1
+# An expectation other than 100-continue: Go's server answers 417 before
+# any handler (an empty body); 100-continue is met.
+compare "Expect: foo is 417" "/debug/pprof/heap?debug=1" -H "Expect: foo"
+compare "Expect: foo on a POST is 417" "/debug/pprof/heap" -H "Expect: foo" -d debug=1
+compare "Expect: 100-continue is met" "/debug/pprof/heap" -H "Expect: 100-continue" -d debug=1
 compare "an uncleaned /symbol is redirected, not read" "/debug/pprof/./symbol" --data-binary 0x1 -H 'Content-Type: application/octet-stream'
 compare "not a profile: 404" "/debug/pprof/heap/"
 
@@ -209,6 +214,37 @@ done
 expect_match "$TMP/cp.html" '^<p>Set debug=1 as a query parameter to export in legacy text format</p>$' "index: Go's debug=1 hint"
 expect_match "$TMP/cp.html" '^<li><div class=profile-name>goroutine: </div> Stack traces of all current goroutines. Use debug=2 as a query parameter to export in the same format as an unrecovered panic.</li>$' "index: goroutine as Go after 1.19 describes it"
 
+# --- debug=1 text goes through Go's tabwriter: cprof's frame lines, with
+# their padding squeezed out and put through Go's own text/tabwriter as
+# runtime/pprof sets it up, come back byte for byte.
+for p in heap allocs mutex block goroutine threadcreate; do
+  curl -sS -m 10 -o "$TMP/$p.txt" "$CP/debug/pprof/$p?debug=1" || fail "GET $p?debug=1"
+  grep -q $'^#\t0x' "$TMP/$p.txt" || [ "$p" = block ] || [ "$p" = mutex ] ||
+    fail "$p?debug=1 has no frame lines"
+  tr -s '\t' <"$TMP/$p.txt" | "$TMP/gopprof" -tabwrite >"$TMP/$p.go.txt"
+  if cmp -s "$TMP/$p.go.txt" "$TMP/$p.txt"; then
+    same "$p?debug=1: frame lines padded as Go's tabwriter pads them ($(grep -c $'^#\t' "$TMP/$p.txt") lines)"
+  else
+    differ "$p?debug=1: padding differs from Go's tabwriter"
+    diff <(cat -A "$TMP/$p.go.txt") <(cat -A "$TMP/$p.txt") | head -6 >&2 || true
+  fi
+done
+
+# --- the differences docs/http.md lists, as it lists them.
+# allocs?seconds=N: cprof keeps alloc_space as the default, Go's merge loses it.
+curl -sS -m 20 -o "$TMP/cp.allocs" "$CP/debug/pprof/allocs?seconds=1"
+curl -sS -m 20 -o "$TMP/go.allocs" "$GO/debug/pprof/allocs?seconds=1"
+pprof -top "$TMP/cp.allocs" >"$TMP/cp.allocs.top"
+pprof -top "$TMP/go.allocs" >"$TMP/go.allocs.top"
+expect_match "$TMP/cp.allocs.top" '^Type: alloc_space$' "allocs?seconds=1: cprof's default sample type is alloc_space"
+expect_match "$TMP/go.allocs.top" '^Type: inuse_space$' "allocs?seconds=1: Go's has none (pprof shows inuse_space)"
+# HEAD on a redirect: cprof sends the Content-Length of the GET's body.
+get_len=$(curl -sS -m 10 --path-as-is -o /dev/null -w '%{size_download}' "$CP//debug/pprof/heap")
+curl -sS -m 10 --path-as-is -I "$CP//debug/pprof/heap" | tr -d '\r' >"$TMP/head.h"
+expect_match "$TMP/head.h" "^Content-Length: $get_len\$" "HEAD on a redirect: Content-Length $get_len, the GET's body"
+curl -sS -m 10 --path-as-is -I "$GO//debug/pprof/heap" | tr -d '\r' >"$TMP/gohead.h"
+expect_no_match "$TMP/gohead.h" '^Content-Length:' "Go's HEAD on a redirect has no Content-Length"
+
 # --- a form is read only after authentication
 start_server token --token s3cret --log
 st=$(curl -sS -m 10 -o "$TMP/b" -w '%{http_code}' -H 'Expect:' -d "debug=1" "http://127.0.0.1:$PORT/debug/pprof/threadcreate")
@@ -219,6 +255,10 @@ if [ "$st" = 200 ] && head -1 "$TMP/b" | grep -q '^threadcreate profile: total';
 else
   differ "a form with the token: $st, not a text profile"
 fi
+# An unmet expectation is 417 before the token is asked for, as in Go.
+st=$(curl -sS -m 10 -o "$TMP/b" -w '%{http_code}' -H 'Expect: foo' "http://127.0.0.1:$PORT/debug/pprof/heap")
+[ "$st" = 417 ] || fail "Expect: foo without the token: $st, want 417"
+same "Expect: foo is 417 before the token"
 stop_server "$PID" token
 
 stop_server "$MAIN" main

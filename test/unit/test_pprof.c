@@ -11,6 +11,7 @@
 
 #include "base/mem.h"
 #include "encode/pprof.h"
+#include "encode/writer.h"
 #include "pbread.h"
 #include "testutil.h"
 
@@ -531,7 +532,43 @@ static void test_sink_error(void) {
   CHECK_EQ_INT(cprof__pprof_finish(NULL), CPROF_ENOMEM);
 }
 
+/* cprof__tabwrite against what Go's text/tabwriter (1, 8, 1, '\t', 0)
+ * wrote for the same input (test/progs/gopprof -tabwrite): column runs
+ * broken by lines without the column, widths in characters (the 8 é of 16
+ * bytes), a last line without its newline. More than 16 cells on a line:
+ * the ones past 16 stay as they are. */
+static void test_tabwrite(void) {
+  static const char in[] =
+      "a\tbb\tccc\nxxxxxxxxxx\ty\tz\nno tabs\n#\t0x1\n#\t0x12345\tfoo+0x1\tf.c:1\n"
+      "#\t0x1\tlong_function_name_here+0x123\tg.c:2\n"
+      "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\tx\na\ty\n1234567\tx";
+  static const char go[] =
+      "a\t\tbb\tccc\nxxxxxxxxxx\ty\tz\nno tabs\n#\t\t0x1\n#\t\t0x12345\tfoo+0x1"
+      "\t\t\t\tf.c:1\n#\t\t0x1\tlong_function_name_here+0x123\tg.c:2\n"
+      "\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\tx\na\t\ty\n1234567\t\tx";
+  cprof_buf out = {0};
+  CHECK_EQ_INT(cprof__tabwrite(&out, in, sizeof in - 1), 0);
+  CHECK(out.len == sizeof go - 1 && memcmp(out.data, go, out.len) == 0);
+  cprof_buf_free(&out);
+  char many[64];
+  size_t n = 0;
+  for (int i = 0; i < 20; i++) {
+    many[n++] = 'c';
+    many[n++] = '\t';
+  }
+  many[n++] = '\n';
+  CHECK_EQ_INT(cprof__tabwrite(&out, many, n), 0);
+  /* Each of the first 16 one-letter cells padded to a tab stop (one tab),
+   * the rest as written: the same bytes. */
+  CHECK(out.len == n && memcmp(out.data, many, n) == 0);
+  cprof_buf_free(&out);
+  CHECK_EQ_INT(cprof__tabwrite(&out, "", 0), 0);
+  CHECK(out.len == 0);
+  cprof_buf_free(&out);
+}
+
 int main(void) {
+  RUN(test_tabwrite);
   RUN(test_fields);
   RUN(test_exact_bytes);
   RUN(test_gzip_roundtrip);

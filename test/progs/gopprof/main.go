@@ -8,10 +8,13 @@
 //	go run main.go OUTDIR   writes OUTDIR/cpu.pb.gz and OUTDIR/heap.pb.gz
 //	go run main.go -serve   serves /debug/pprof/ on a free loopback port,
 //	                        printed as one line on stdout, until killed
+//	go run main.go -tabwrite  copies stdin to stdout through the
+//	                        text/tabwriter runtime/pprof's debug=1 uses
 package main
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	_ "net/http/pprof"
@@ -19,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"text/tabwriter"
 )
 
 var sink uint64
@@ -66,11 +70,23 @@ func serve() {
 
 func main() {
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: gopprof OUTDIR | gopprof -serve")
+		fmt.Fprintln(os.Stderr, "usage: gopprof OUTDIR | gopprof -serve | gopprof -tabwrite")
 		os.Exit(2)
 	}
 	if os.Args[1] == "-serve" {
 		serve()
+	}
+	if os.Args[1] == "-tabwrite" {
+		// Standard input through the tabwriter runtime/pprof puts its
+		// debug=1 text through.
+		w := tabwriter.NewWriter(os.Stdout, 1, 8, 1, '\t', 0)
+		if _, err := io.Copy(w, os.Stdin); err != nil {
+			panic(err)
+		}
+		if err := w.Flush(); err != nil {
+			panic(err)
+		}
+		return
 	}
 	dir := os.Args[1]
 	runtime.MemProfileRate = 4096
