@@ -19,6 +19,11 @@ static inline void cprof__lock(pthread_mutex_t *m) {
   ((int (*)(pthread_mutex_t *))cprof__real(CPROF__F_MUTEX_LOCK))(m);
 }
 
+/* 0 when m was free and is now held. */
+static inline int cprof__trylock(pthread_mutex_t *m) {
+  return ((int (*)(pthread_mutex_t *))cprof__real(CPROF__F_MUTEX_TRYLOCK))(m);
+}
+
 static inline void cprof__unlock(pthread_mutex_t *m) {
   ((int (*)(pthread_mutex_t *))cprof__real(CPROF__F_MUTEX_UNLOCK))(m);
 }

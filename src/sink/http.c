@@ -1351,8 +1351,40 @@ static void free_server(cprof_http *srv) {
   cprof__free(srv);
 }
 
+/* An inherited listening socket: a root's, handed to its heir (see
+ * cprof__http_env_adopt); the socket is bound and listening already, and
+ * its file, for a unix socket, is the heir's to remove now. */
+static int adopt_listener(cprof_http *srv, const listen_addr *la, int fd,
+                          char *why, size_t whylen) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+    snprintf(why, whylen, "the inherited listener is not a socket");
+    cprof__fd_close(fd);
+    return CPROF_ESYS;
+  }
+  srv->listen_dev = st.st_dev;
+  srv->listen_ino = st.st_ino;
+  struct stat fst;
+  if (la->family == AF_UNIX && lstat(la->u.un.sun_path, &fst) == 0 &&
+      S_ISSOCK(fst.st_mode)) {
+    srv->unix_path = cprof__strdup(la->u.un.sun_path);
+    srv->unix_dev = fst.st_dev;
+    srv->unix_ino = fst.st_ino;
+  }
+  return fd;
+}
+
+static int start_on(const cprof_http_config *cfg, int inherited,
+                    cprof_http **out, char *why, size_t whylen);
+
 static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
                  size_t whylen) {
+  return start_on(cfg, -1, out, why, whylen);
+}
+
+/* start, on the listening socket inherited when it is >= 0. */
+static int start_on(const cprof_http_config *cfg, int inherited,
+                    cprof_http **out, char *why, size_t whylen) {
   if (!cfg || !out) {
     snprintf(why, whylen, "NULL %s", cfg ? "out" : "config");
     return CPROF_EINVAL;
@@ -1390,7 +1422,8 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
   cprof_http *srv = cprof__calloc(1, sizeof *srv);
   if (!srv) return CPROF_ENOMEM;
   pthread_mutex_init(&srv->mu, NULL);
-  srv->listen_fd = -1;
+  /* An inherited listener is the server's from here: closed on failure. */
+  srv->listen_fd = inherited;
   srv->wake_rd = srv->wake_wr = -1;
   srv->pid = getpid();
   srv->sleep_until = INT64_MAX;
@@ -1439,7 +1472,10 @@ static int start(const cprof_http_config *cfg, cprof_http **out, char *why,
 
   char shown[128];
   describe(&la, addr, shown, sizeof shown);
-  int fd = open_listener(srv, &la, shown, why, whylen);
+  int fd = inherited >= 0
+               ? adopt_listener(srv, &la, inherited, why, whylen)
+               : open_listener(srv, &la, shown, why, whylen);
+  if (fd < 0) srv->listen_fd = -1;
   if (fd < 0) {
     err = fd;
     goto fail;
@@ -1570,9 +1606,47 @@ int cprof_http_port(const cprof_http *srv) {
 /* The server CPROF_HTTP started; it lives as long as the process. */
 static cprof_http *env_server;
 
-void cprof__http_env_init(void) {
+/* Starts the CPROF_HTTP server, on the inherited listening socket when it
+ * is >= 0 (a root's heir); on failure one line says why and, with an
+ * inherited socket, closes it. */
+static void env_start(int inherited);
+
+void cprof__http_env_init(void) { env_start(-1); }
+
+/* The heir of a root that exits (tree.c): the CPROF_HTTP endpoint goes on
+ * here, on the root's listening socket, with the settings the root read
+ * (they are in this process's memory too, copied at the fork). */
+static void env_adopt(int listen_fd) {
+  env_server = NULL; /* the root's, whose threads are not this process's */
+  env_start(listen_fd);
+}
+
+static int env_listener(void) {
+  cprof_http *srv = env_server;
+  if (!srv || srv->pid != getpid() || srv->abandoned) return -1;
+  return srv->listen_fd;
+}
+
+static void env_handed_over(void) {
+  cprof_http *srv = env_server;
+  if (!srv || srv->pid != getpid()) return;
+  /* The heir removes the socket file at its exit, not this process; the
+   * accept thread stops taking connections, which the heir's takes. No
+   * lock: this may run in _exit, from a signal handler. */
+  srv->pid = 0;
+  atomic_store(&srv->stopping, true);
+  if (!srv->abandoned) {
+    char one = 1;
+    (void)!write(srv->wake_wr, &one, 1);
+  }
+}
+
+static void env_start(int inherited) {
   const char *addr = cprof__env_str("CPROF_HTTP");
-  if (!addr) return;
+  if (!addr) {
+    if (inherited >= 0) cprof__fd_close(inherited);
+    return;
+  }
   const char *off = "HTTP endpoint disabled";
   /* An empty token is a mistake (a variable set from an empty secret),
    * never a request to serve without authentication. */
@@ -1581,29 +1655,44 @@ void cprof__http_env_init(void) {
     cprof__warn("CPROF_HTTP_TOKEN is set but empty (unset it to serve "
                 "without a token); %s",
                 off);
-    return;
+    goto refused;
   }
   cprof_http_config cfg = {.addr = addr, .token = token};
   long long v;
   if (cprof__env_get("CPROF_HTTP_ALLOW_REMOTE")) {
-    if (!cprof__env_int("CPROF_HTTP_ALLOW_REMOTE", 0, 1, off, &v)) return;
+    if (!cprof__env_int("CPROF_HTTP_ALLOW_REMOTE", 0, 1, off, &v))
+      goto refused;
     cfg.allow_remote = (int)v;
   }
   if (cprof__env_get("CPROF_HTTP_MAX_SECONDS")) {
-    if (!cprof__env_int("CPROF_HTTP_MAX_SECONDS", 1, 86400, off, &v)) return;
+    if (!cprof__env_int("CPROF_HTTP_MAX_SECONDS", 1, 86400, off, &v))
+      goto refused;
     cfg.max_cpu_seconds = (int)v;
   }
   char why[256] = "", q[CPROF__QUOTED_SIZE];
-  if (start(&cfg, &env_server, why, sizeof why) != 0) {
+  if (start_on(&cfg, inherited, &env_server, why, sizeof why) != 0) {
     cprof__warn("CPROF_HTTP=%s: %s; %s", cprof__quoted(q, sizeof q, addr), why,
                 off);
     return;
   }
   /* The one line an operator needs, above all with port 0. No logger
-   * afterwards: per-request lines would flood the program's stderr. */
+   * afterwards: per-request lines would flood the program's stderr. An
+   * heir says nothing: a daemon's stderr is seldom the terminal's any
+   * more, and the address is the one already announced. */
+  static const cprof__tree_heir_ops ops = {
+      .listener = env_listener,
+      .handed_over = env_handed_over,
+      .adopt = env_adopt,
+  };
+  cprof__tree_set_heir_ops(&ops);
+  if (inherited >= 0)
+    return;
   if (env_server->port)
     cprof__warn("serving /debug/pprof/ on %.128s (port %d)", addr,
                 env_server->port);
   else
     cprof__warn("serving /debug/pprof/ on %.128s", addr);
+  return;
+refused:
+  if (inherited >= 0) cprof__fd_close(inherited);
 }

@@ -27,6 +27,14 @@
 #define HELLO_MAGIC 0x63707274u  /* "cprt" */
 #define ASK_MAGIC 0x63707261u    /* "cpra" */
 #define ANSWER_MAGIC 0x63707277u /* "cprw" */
+#define HANDOVER_MAGIC 0x63707268u /* "cprh" */
+#define MEMBER_MAGIC 0x6370726du   /* "cprm" */
+#define ACK_MAGIC 0x63707261u      /* "cpra" */
+/* How long an exiting root waits for its heir to take the tree over. */
+#define HANDOVER_WAIT_MS 1000
+/* How long a root that exits right after a fork waits for the child's
+ * hello. */
+#define HELLO_WAIT_MS 250
 /* Requests one member serves at once; more are answered 503 at once.
  * A pusher's window boundary briefly has two of each pushed windowed or
  * delta profile in flight (the one ending, the one starting) and a heap
@@ -63,13 +71,34 @@ typedef struct member {
   int ctl; /* the root's end of its control channel */
 } member;
 
+/* A root that exits hands the tree to a member: this, with its listening
+ * socket and the root's end of the join channel, then one member_msg per
+ * other member, with that member's control channel. */
+typedef struct handover {
+  uint32_t magic;
+  uint32_t nmembers; /* member_msg that follow */
+} handover;
+
+typedef struct member_msg {
+  uint32_t magic;
+  uint32_t pad;
+  cprof__tree_member info;
+} member_msg;
+
 static pthread_mutex_t tree_mu = PTHREAD_MUTEX_INITIALIZER;
 static member members[CPROF__TREE_MAX_MEMBERS]; /* under tree_mu */
 static size_t nmembers;
 static bool is_root;
+static pid_t root_pid; /* the root's pid: a vfork child is not the root */
+/* The session of the process that made the first root of this line: a
+ * member that left it (setsid) is a daemon's next stage, an heir. */
+static pid_t origin_sid = -1;
+static bool root_exit_hooked; /* inherited: one exit hook per process line */
 static int root_fd = -1; /* the root: hellos arrive here */
 static int join_fd = -1; /* every process of the tree: hellos go here */
 static cprof__tree_serve_fn serve;
+static cprof__tree_heir_ops heir_ops; /* set by the endpoint that hands over */
+static _Atomic int64_t last_fork_ns = INT64_MIN / 2; /* the root's last fork */
 static _Atomic int inflight; /* a member: requests being served */
 static atomic_bool exiting;  /* a member: the process is exiting */
 /* How long a member's exit waits for the windows it ends to be sent. */
@@ -105,11 +134,14 @@ static int send_with_fd(int sock, const void *data, size_t len, int fd,
   return n == (ssize_t)len ? 0 : -1;
 }
 
-/* Receives one message without waiting and the one descriptor it may
- * carry (registered as cprof's, or -1); any other descriptor is closed.
- * Returns the message's length, 0 at the end, -1 on error (EAGAIN: none). */
-static ssize_t recv_with_fd(int sock, void *data, size_t len, int *fd) {
-  *fd = -1;
+/* Receives one message without waiting and the up to nfds descriptors
+ * it may carry (registered as cprof's, the rest -1); any other descriptor
+ * is closed. Returns the message's length, 0 at the end, -1 on error
+ * (EAGAIN: none). */
+static ssize_t recv_with_fds(int sock, void *data, size_t len, int *fd,
+                             size_t nfds) {
+  for (size_t i = 0; i < nfds; i++) fd[i] = -1;
+  size_t got_n = 0;
   struct iovec iov = {data, len};
   union {
     char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -128,22 +160,51 @@ static ssize_t recv_with_fd(int sock, void *data, size_t len, int *fd) {
       for (size_t i = 0; i < k; i++) {
         int got;
         memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
-        if (*fd < 0)
-          *fd = cprof__fd_adopt(got, CPROF__FD_ENDPOINT);
+        if (got_n < nfds)
+          fd[got_n++] = cprof__fd_adopt(got, CPROF__FD_ENDPOINT);
         else
           close(got);
       }
     }
     /* A message cut short is no message. */
     if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-      if (*fd >= 0) cprof__fd_close(*fd);
-      *fd = -1;
+      for (size_t i = 0; i < got_n; i++) {
+        if (fd[i] >= 0) cprof__fd_close(fd[i]);
+        fd[i] = -1;
+      }
       n = -1;
       errno = EPROTO;
     }
   }
   cprof__fd_end();
   return n;
+}
+
+static ssize_t recv_with_fd(int sock, void *data, size_t len, int *fd) {
+  return recv_with_fds(sock, data, len, fd, 1);
+}
+
+/* Sends len bytes with the n descriptors fds. */
+static int send_with_fds(int sock, const void *data, size_t len,
+                         const int *fds, size_t n, int flags) {
+  struct iovec iov = {(void *)data, len};
+  union {
+    char buf[CMSG_SPACE(2 * sizeof(int))];
+    struct cmsghdr align;
+  } u;
+  if (n > 2) return -1;
+  memset(&u, 0, sizeof u);
+  struct msghdr msg = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = u.buf,
+                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
+  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(n * sizeof(int));
+  memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+  ssize_t r = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
+  return r == (ssize_t)len ? 0 : -1;
 }
 
 /* Writes all of len bytes; false when the peer went or stalled. */
@@ -166,7 +227,7 @@ static void drop_member(size_t i) {
   members[i] = members[--nmembers];
 }
 
-/* Takes in the hellos waiting on root_fd. */
+/* Takes in the hellos waiting on root_fd. Under tree_mu. */
 static void take_hellos(void) {
   for (;;) {
     hello h;
@@ -176,8 +237,11 @@ static void take_hellos(void) {
     if (n <= 0) return;
     bool good = n == (ssize_t)sizeof h && h.magic == HELLO_MAGIC &&
                 h.pid > 0 && fd >= 0;
-    cprof__lock(&tree_mu);
-    if (good && nmembers < CPROF__TREE_MAX_MEMBERS) {
+    if (good && !is_root) {
+      /* The tree was handed over meanwhile: the hello goes on to the heir,
+       * which reads the join channel now. */
+      send_with_fd(join_fd, &h, sizeof h, fd, MSG_DONTWAIT);
+    } else if (good && nmembers < CPROF__TREE_MAX_MEMBERS) {
       member *m = &members[nmembers++];
       m->info.pid = h.pid;
       m->info.ppid = h.ppid;
@@ -187,7 +251,6 @@ static void take_hellos(void) {
       m->ctl = fd;
       fd = -1;
     }
-    cprof__unlock(&tree_mu);
     if (fd >= 0) cprof__fd_close(fd);
   }
 }
@@ -209,10 +272,14 @@ static void *tree_main(void *arg) {
     cprof__unlock(&tree_mu);
     pfd[0] = (struct pollfd){.fd = root_fd, .events = POLLIN};
     int rc = poll(pfd, n + 1, 1000);
+    cprof__lock(&tree_mu);
+    bool root = is_root;
+    cprof__unlock(&tree_mu);
+    if (!root) break; /* handed over: the heir reads the channels now */
     if (rc <= 0) continue;
     if (pfd[0].revents & (POLLERR | POLLNVAL)) break;
-    if (pfd[0].revents & POLLIN) take_hellos();
     cprof__lock(&tree_mu);
+    if (pfd[0].revents & POLLIN) take_hellos();
     for (size_t i = 0; i < n; i++) {
       if (!(pfd[1 + i].revents & (POLLHUP | POLLERR | POLLNVAL))) continue;
       for (size_t j = 0; j < nmembers; j++)
@@ -435,6 +502,161 @@ void cprof__tree_collect(cprof__tree_call *c, int64_t deadline_ns,
   *n = c->n;
 }
 
+/* --- a root that exits: the tree handed over --------------------------- */
+
+void cprof__tree_set_heir_ops(const cprof__tree_heir_ops *ops) {
+  cprof__lock(&tree_mu);
+  heir_ops = *ops;
+  cprof__unlock(&tree_mu);
+}
+
+/* Waits up to ms for the ack on the heir's channel. */
+static bool heir_acked(int ctl, int ms) {
+  int64_t end = cprof__mono_ns() + (int64_t)ms * 1000000;
+  for (;;) {
+    int64_t left = end - cprof__mono_ns();
+    if (left <= 0) return false;
+    struct pollfd p = {.fd = ctl, .events = POLLIN};
+    int rc = poll(&p, 1, (int)((left + 999999) / 1000000));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) return false;
+    uint32_t ack = 0;
+    ssize_t n = recv(ctl, &ack, sizeof ack, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    return n == (ssize_t)sizeof ack && ack == ACK_MAGIC;
+  }
+}
+
+/* The heir: a member that left the session the tree started in (setsid,
+ * as every daemonizing server does: daemon(3), nginx), a child of this
+ * process rather than another, the youngest; or -1. A child that stayed
+ * in the session is a helper, not the service: the endpoint ends with
+ * its root then. Under tree_mu. */
+static ssize_t pick_heir(void) {
+  pid_t me = getpid();
+  ssize_t h = -1;
+  bool child = false;
+  for (size_t i = 0; i < nmembers; i++) {
+    pid_t sid = getsid(members[i].info.pid);
+    if (sid < 0 || sid == origin_sid) continue;
+    bool c = members[i].info.ppid == me;
+    if (h < 0 || (c && !child) ||
+        (c == child && members[i].info.start_unix_ns >
+                           members[(size_t)h].info.start_unix_ns)) {
+      h = (ssize_t)i;
+      child = c;
+    }
+  }
+  return h;
+}
+
+void cprof__tree_hand_over(void) {
+  /* From exit or _exit, maybe in a signal handler: a lock someone holds
+   * is not waited for (no handover then), and only system calls follow. */
+  if (cprof__trylock(&tree_mu) != 0) return;
+  if (!is_root || root_pid != getpid() || root_fd < 0 || !heir_ops.listener ||
+      !heir_ops.handed_over) {
+    cprof__unlock(&tree_mu);
+    return;
+  }
+  int lfd = heir_ops.listener();
+  if (lfd < 0) {
+    cprof__unlock(&tree_mu);
+    return;
+  }
+  /* A daemon's parent leaves right after its fork, before the child's
+   * hello has been taken in, or even sent, and before the child has left
+   * the session: after a fork less than a second ago, an heir is waited
+   * for, briefly. */
+  int64_t now = cprof__mono_ns(), until = now + HELLO_WAIT_MS * 1000000LL;
+  bool recent = now - atomic_load(&last_fork_ns) < 1000000000LL;
+  ssize_t h;
+  for (;;) {
+    take_hellos();
+    h = pick_heir();
+    if (h >= 0 || !recent || cprof__mono_ns() >= until) break;
+    struct pollfd p = {.fd = root_fd, .events = POLLIN};
+    (void)poll(&p, 1, 5);
+  }
+  if (h < 0) {
+    cprof__unlock(&tree_mu);
+    return;
+  }
+  handover msg = {.magic = HANDOVER_MAGIC, .nmembers = (uint32_t)nmembers - 1};
+  int fds[2] = {lfd, root_fd};
+  int ctl = members[(size_t)h].ctl;
+  bool sent = send_with_fds(ctl, &msg, sizeof msg, fds, 2, MSG_DONTWAIT) == 0;
+  for (size_t i = 0; sent && i < nmembers; i++) {
+    if (i == (size_t)h) continue;
+    member_msg m = {.magic = MEMBER_MAGIC, .info = members[i].info};
+    sent = send_with_fds(ctl, &m, sizeof m, &members[i].ctl, 1,
+                         MSG_DONTWAIT) == 0;
+  }
+  if (sent && heir_acked(ctl, HANDOVER_WAIT_MS)) {
+    heir_ops.handed_over();
+    /* The heir reads the join channel and the members' channels now;
+     * this process's copies close with it. */
+    is_root = false;
+    nmembers = 0;
+  }
+  cprof__unlock(&tree_mu);
+}
+
+static void root_at_exit(void) { cprof__tree_hand_over(); }
+
+/* The heir's side: the rest of the handover after its first message (the
+ * listening socket and the join channel's root end in fds), then this
+ * process is the root and serves on the listening socket. */
+static void take_over(int ctl, const handover *msg, const int fds[2]) {
+  member *got = cprof__calloc(CPROF__TREE_MAX_MEMBERS, sizeof *got);
+  size_t n = 0;
+  bool whole = got != NULL && msg->nmembers < CPROF__TREE_MAX_MEMBERS;
+  for (uint32_t i = 0; whole && i < msg->nmembers; i++) {
+    struct pollfd p = {.fd = ctl, .events = POLLIN};
+    if (poll(&p, 1, HANDOVER_WAIT_MS) <= 0) {
+      whole = false;
+      break;
+    }
+    member_msg m;
+    int fd;
+    ssize_t k = recv_with_fd(ctl, &m, sizeof m, &fd);
+    if (k != (ssize_t)sizeof m || m.magic != MEMBER_MAGIC || fd < 0) {
+      if (fd >= 0) cprof__fd_close(fd);
+      whole = false;
+      break;
+    }
+    got[n].info = m.info;
+    got[n].info.name[sizeof got[n].info.name - 1] = '\0';
+    got[n++].ctl = fd;
+  }
+  if (!whole) {
+    for (size_t i = 0; i < n; i++) cprof__fd_close(got[i].ctl);
+    cprof__free(got);
+    cprof__fd_close(fds[0]);
+    cprof__fd_close(fds[1]);
+    return;
+  }
+  cprof__lock(&tree_mu);
+  is_root = true;
+  root_pid = getpid();
+  root_fd = fds[1];
+  memcpy(members, got, n * sizeof *got);
+  nmembers = n;
+  cprof__tree_heir_ops ops = heir_ops;
+  cprof__unlock(&tree_mu);
+  cprof__free(got);
+  if (!root_exit_hooked) root_exit_hooked = atexit(root_at_exit) == 0;
+  pthread_t t;
+  if (cprof__thread_spawn(&t, tree_main, NULL, "cprof-tree") == 0)
+    pthread_detach(t);
+  uint32_t ack = ACK_MAGIC;
+  (void)!send(ctl, &ack, sizeof ack, MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (ops.adopt)
+    ops.adopt(fds[0]);
+  else
+    cprof__fd_close(fds[0]);
+}
+
 /* --- a member --------------------------------------------------------- */
 
 typedef struct job {
@@ -539,11 +761,21 @@ static void *agent_main(void *arg) {
       if (errno == EINTR) continue;
       break;
     }
-    int fd;
-    ssize_t n = recv_with_fd(ctl, a, sizeof *a, &fd);
+    int fds[2];
+    ssize_t n = recv_with_fds(ctl, a, sizeof *a, fds, 2);
     if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == EPROTO))
       continue;
     if (n <= 0) break; /* the root is gone */
+    if (n == (ssize_t)sizeof(handover) &&
+        ((const handover *)(const void *)a)->magic == HANDOVER_MAGIC &&
+        fds[0] >= 0 && fds[1] >= 0) {
+      handover msg;
+      memcpy(&msg, a, sizeof msg);
+      take_over(ctl, &msg, fds);
+      break; /* a member no more */
+    }
+    if (fds[1] >= 0) cprof__fd_close(fds[1]);
+    int fd = fds[0];
     if (fd < 0) continue;
     bool good = (size_t)n > offsetof(ask, uri) && a->magic == ASK_MAGIC &&
                 a->len < sizeof a->uri &&
@@ -576,7 +808,10 @@ static void *agent_main(void *arg) {
 }
 
 static void before_fork(void) { cprof__lock(&tree_mu); }
-static void parent_after_fork(void) { cprof__unlock(&tree_mu); }
+static void parent_after_fork(void) {
+  if (is_root) atomic_store(&last_fork_ns, cprof__mono_ns());
+  cprof__unlock(&tree_mu);
+}
 
 static void child_after_fork(void) {
   /* The root's descriptors and the members' channels are the endpoint's
@@ -628,7 +863,12 @@ int cprof__tree_root(cprof__tree_serve_fn fn) {
   join_fd = jfd;
   serve = fn;
   is_root = true;
+  root_pid = getpid();
+  if (origin_sid < 0) origin_sid = getsid(0);
   cprof__unlock(&tree_mu);
+  /* After the dump sink's exit hook, so it runs before it: the endpoint
+   * moves on before this process spends time on its exit dump. */
+  if (!root_exit_hooked) root_exit_hooked = atexit(root_at_exit) == 0;
   pthread_t t;
   if (cprof__thread_spawn(&t, tree_main, NULL, "cprof-tree") != 0) {
     cprof__lock(&tree_mu);

@@ -57,6 +57,28 @@ typedef void (*cprof__tree_serve_fn)(const char *uri, unsigned flags,
  * error code. Normal context. */
 CPROF__HIDDEN int cprof__tree_root(cprof__tree_serve_fn serve);
 
+/* A root that exits while it has members hands the tree to one of them
+ * (a child of its own, the youngest, as a daemonizing server forks the
+ * process that lives on): the endpoint's listening socket, the join
+ * channel and the other members' channels go to the heir, which serves
+ * from then on. The endpoint says how: listener gives the listening
+ * socket to hand over (or -1: nothing to hand over), handed_over tells
+ * the root's endpoint that it is the heir's now (it stops accepting and
+ * leaves its socket file), adopt starts the heir's endpoint on the
+ * socket. */
+typedef struct cprof__tree_heir_ops {
+  int (*listener)(void);
+  void (*handed_over)(void);
+  void (*adopt)(int listen_fd);
+} cprof__tree_heir_ops;
+CPROF__HIDDEN void cprof__tree_set_heir_ops(const cprof__tree_heir_ops *ops);
+
+/* The handover, from exit (an exit hook the root registers) and _exit: it
+ * waits at most 1 s for the heir to take over, and not at all for a lock
+ * another thread holds. Returns at once in a process that is not a root
+ * with members. */
+CPROF__HIDDEN void cprof__tree_hand_over(void);
+
 /* True in a root that has at least one member now. */
 CPROF__HIDDEN bool cprof__tree_has_members(void);
 

@@ -2,6 +2,12 @@
  * A program that forks, execs and ends the ways real programs do, for the
  * tests of what cprof does in children (e2e/children_*.sh). It knows
  * nothing of cprof; test/progs/forks.c is the same program linked with it.
+ *   plain_forks daemon S     daemonizes with daemon(3) (the parent leaves by
+ *                            _exit(0) at once; the child, in a session of
+ *                            its own, keeps the standard descriptors), or
+ *                            with exit(0) after its own fork as nginx
+ *                            does (daemon-exit S), then serves as
+ *                            `server S`
  *   plain_forks prefork      a master that forks two workers, as pre-fork
  *                            servers do: each burns about 0.5 s of CPU in
  *                            a function of its own (alpha_worker_burn,
@@ -254,6 +260,17 @@ int main(int argc, char **argv) {
   const char *m = argc > 1 ? argv[1] : "";
   if (!strcmp(m, "prefork")) return mode_prefork();
   if (!strcmp(m, "server") && argc > 2) return mode_server(atof(argv[2]));
+  if (!strcmp(m, "daemon") && argc > 2) {
+    if (daemon(1, 1) != 0) return 1;
+    return mode_server(atof(argv[2]));
+  }
+  if (!strcmp(m, "daemon-exit") && argc > 2) {
+    pid_t p = fork();
+    if (p < 0) return 1;
+    if (p > 0) exit(0);
+    setsid();
+    return mode_server(atof(argv[2]));
+  }
   if (!strcmp(m, "env")) return mode_env();
   if (!strcmp(m, "spawn")) return mode_spawn(argv[0]);
   if (!strcmp(m, "failexec")) return mode_failexec();
