@@ -138,10 +138,23 @@ static int send_with_fd(int sock, const void *data, size_t len, int fd,
  * it may carry (registered as cprof's, the rest -1); any other descriptor
  * is closed. Returns the message's length, 0 at the end, -1 on error
  * (EAGAIN: none). */
+/* Set while an exiting root hands the tree over (under tree_mu), maybe in
+ * a signal handler: the descriptor registry's lock is then tried, never
+ * waited for (the interrupted code may hold it). */
+static bool handing_over;
+
 static ssize_t recv_with_fds(int sock, void *data, size_t len, int *fd,
                              size_t nfds) {
   for (size_t i = 0; i < nfds; i++) fd[i] = -1;
   size_t got_n = 0;
+  if (handing_over) {
+    if (!cprof__fd_trybegin()) {
+      errno = EAGAIN;
+      return -1;
+    }
+  } else {
+    cprof__fd_begin();
+  }
   struct iovec iov = {data, len};
   union {
     char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -151,7 +164,6 @@ static ssize_t recv_with_fds(int sock, void *data, size_t len, int *fd,
                        .msg_iovlen = 1,
                        .msg_control = u.buf,
                        .msg_controllen = sizeof u.buf};
-  cprof__fd_begin();
   ssize_t n = recvmsg(sock, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (n >= 0) {
     for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
@@ -529,10 +541,11 @@ static bool heir_acked(int ctl, int ms) {
 
 /* The heir: a member that left the session the tree started in (setsid,
  * as every daemonizing server does: daemon(3), nginx), a child of this
- * process rather than another, the youngest; or -1. A child that stayed
- * in the session is a helper, not the service: the endpoint ends with
- * its root then. Under tree_mu. */
-static ssize_t pick_heir(void) {
+ * process rather than another, the youngest; or -1. With children_only,
+ * only a child of this process: a daemon's workers may join before the
+ * daemon itself does. A child that stayed in the session is a helper, not
+ * the service: the endpoint ends with its root then. Under tree_mu. */
+static ssize_t pick_heir(bool children_only) {
   pid_t me = getpid();
   ssize_t h = -1;
   bool child = false;
@@ -540,6 +553,7 @@ static ssize_t pick_heir(void) {
     pid_t sid = getsid(members[i].info.pid);
     if (sid < 0 || sid == origin_sid) continue;
     bool c = members[i].info.ppid == me;
+    if (children_only && !c) continue;
     if (h < 0 || (c && !child) ||
         (c == child && members[i].info.start_unix_ns >
                            members[(size_t)h].info.start_unix_ns)) {
@@ -568,17 +582,20 @@ void cprof__tree_hand_over(void) {
    * hello has been taken in, or even sent, and before the child has left
    * the session: after a fork less than a second ago, an heir is waited
    * for, briefly. */
+  handing_over = true;
   int64_t now = cprof__mono_ns(), until = now + HELLO_WAIT_MS * 1000000LL;
   bool recent = now - atomic_load(&last_fork_ns) < 1000000000LL;
   ssize_t h;
   for (;;) {
     take_hellos();
-    h = pick_heir();
-    if (h >= 0 || !recent || cprof__mono_ns() >= until) break;
+    bool waiting = recent && cprof__mono_ns() < until;
+    h = pick_heir(waiting);
+    if (h >= 0 || !waiting) break;
     struct pollfd p = {.fd = root_fd, .events = POLLIN};
     (void)poll(&p, 1, 5);
   }
   if (h < 0) {
+    handing_over = false;
     cprof__unlock(&tree_mu);
     return;
   }
@@ -599,6 +616,7 @@ void cprof__tree_hand_over(void) {
     is_root = false;
     nmembers = 0;
   }
+  handing_over = false;
   cprof__unlock(&tree_mu);
 }
 

@@ -168,6 +168,11 @@ void cprof__fd_begin(void) {
   cprof__lock(&fd_mu);
 }
 
+bool cprof__fd_trybegin(void) {
+  cprof__fd_init();
+  return cprof__trylock(&fd_mu) == 0;
+}
+
 void cprof__fd_end(void) { cprof__unlock(&fd_mu); }
 
 void cprof__fd_capture(int kind) {

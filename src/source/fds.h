@@ -42,6 +42,9 @@ CPROF__HIDDEN int cprof__fd_adopt(int fd, int kind);
  * cprof__fd_end(). Never nest; hold it only around system calls that do
  * not block. */
 CPROF__HIDDEN void cprof__fd_begin(void);
+/* cprof__fd_begin when fd_mu is free now, never waiting: false when it is
+ * not (for code that may run in a signal handler). */
+CPROF__HIDDEN bool cprof__fd_trybegin(void);
 CPROF__HIDDEN void cprof__fd_end(void);
 
 /* Until the matching cprof__fd_capture(0) the calling thread registers,

@@ -32,7 +32,7 @@ nginx_start() {
   cat >"$TMP/nginx.conf" <<CONF
 worker_processes 2;
 master_process on;
-daemon off;
+daemon ${NGINX_DAEMON:-off};
 pid $TMP/nginx.pid;
 error_log $TMP/error.log notice;
 events { worker_connections 256; }
@@ -49,6 +49,8 @@ http {
   }
 }
 CONF
+  # NGINX_DAEMON=on: nginx daemonizes (its default): the process cprof run
+  # starts forks the master and exits.
   local wrap=()
   # NGINX_ORPHAN=1: nginx's parent exits a second after starting it, as a
   # daemon's does (nginx takes a binary upgrade only once its parent is

@@ -122,4 +122,37 @@ wait "$rpid" 2>/dev/null || true
 for w in "$w0" "$w1"; do
   push_tree_check "$TMP/push" "$master" "$w" ngx_http_core_run_phases
 done
+
+# nginx's default, daemon on: the process cprof run started forks the
+# master and exits; the endpoint goes on in the master, for the tree.
+unset CPROF_PUSH_URL
+rm -f "$TMP/nginx.pid"
+port=$(free_port)
+cport=$(free_port)
+url=http://127.0.0.1:$cport/debug/pprof
+NGINX_DAEMON=on nginx_start "$port" --http "127.0.0.1:$cport"
+track "$master"
+w0=${workers[0]}
+w1=${workers[1]}
+echo "daemon on: master $master, workers $w0 $w1"
+tree_wait "$url" "$master" "$w0" "$w1"
+expect_match "$TMP/processes" "^$master	[0-9]+	-	root	nginx\$" "daemon on: the master $master serves, as the tree's root"
+wrk -t1 -c16 -d4s "http://127.0.0.1:$port/" >"$TMP/wrk2.txt" &
+wrk=$!
+sleep 0.5
+curl -sf -o "$TMP/daemon.pb.gz" "$url/profile?seconds=2" || fail "daemon on: profile?seconds=2 failed"
+wait "$wrk"
+s0=$(pid_share "$TMP/daemon.pb.gz" "$w0")
+s1=$(pid_share "$TMP/daemon.pb.gz" "$w1")
+echo "daemon on: workers' shares ${s0:-0}% + ${s1:-0}%"
+awk -v a="${s0:-0}" -v b="${s1:-0}" 'BEGIN { exit !(a + b >= 90) }' ||
+  fail "daemon on: the workers hold ${s0:-0}% + ${s1:-0}% of the samples, not 90% or more"
+checks=$((checks + 1))
+pprof -top "$TMP/daemon.pb.gz" >"$TMP/daemon.top"
+expect_match "$TMP/daemon.top" " ngx_http_core_run_phases( \\(inline\\))?$" "daemon on: nginx's request handling in the tree's profile"
+kill -QUIT "$master"
+for _ in $(seq 100); do kill -0 "$master" 2>/dev/null || break; sleep 0.05; done
+! curl -s -m 2 -o /dev/null "$url/" || fail "daemon on: the endpoint still answers after nginx stopped"
+checks=$((checks + 1))
+echo "ok: daemon on: the endpoint ends with nginx"
 finish

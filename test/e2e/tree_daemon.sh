@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# A server that daemonizes keeps its endpoint: test/progs/plain_forks in
+# its daemon modes under `cprof run --http`. The process cprof started in
+# forks the daemon and leaves at once (daemon(3), whose parent leaves by
+# an _exit inside libc; or exit() after its own fork, as nginx does); the
+# daemon leaves the session (setsid) and forks two workers. The endpoint
+# must go on in the daemon:
+#   - cprof run itself returns 0 at once, as the program's parent did;
+#   - /debug/pprof/processes names the daemon as the root and both
+#     workers as members;
+#   - profile?seconds=2: at least 90% of the samples in the workers' pids;
+#   - on a unix socket, the socket file outlives the first process, and the
+#     daemon removes it when it exits;
+#   - when the daemon and its workers have exited, the port is free (a
+#     server binds it again) and nothing of the tree is left.
+# A child that stays in the session is no heir (e2e/fds_fork).
+source "$(dirname "$0")/lib.bash"
+cprof=$CPROFTEST_BUILD/cprof
+plain=$CPROFTEST_BUILD/test/progs/plain_forks
+if tsan_build "$plain"; then
+  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash), and TSan cannot run a fork child's threads"
+fi
+rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
+
+# daemon_case MODE ADDR CURL_ARGS...: starts `plain_forks MODE 20` under
+# cprof run --http ADDR; sets master and workers.
+daemon_case() {
+  local mode=$1 addr=$2
+  shift 2
+  local t0 t1
+  t0=$(date +%s%N)
+  LD_PRELOAD="$rt" "$cprof" run --http "$addr" -- "$plain" "$mode" 20 >"$TMP/$mode.out" 2>"$TMP/$mode.err" ||
+    { cat "$TMP/$mode.err"; fail "$mode: cprof run failed"; }
+  t1=$(date +%s%N)
+  echo "$mode: cprof run returned 0 after $(((t1 - t0) / 1000000)) ms"
+  checks=$((checks + 1))
+  for _ in $(seq 100); do
+    [ "$(grep -c '^worker' "$TMP/$mode.out")" -eq 2 ] && break
+    sleep 0.05
+  done
+  master=$(awk '/^master/ {print $2}' "$TMP/$mode.out")
+  mapfile -t workers < <(awk '/^worker/ {print $2}' "$TMP/$mode.out")
+  [ -n "$master" ] && [ "${#workers[@]}" -eq 2 ] || { cat "$TMP/$mode.out" "$TMP/$mode.err"; fail "$mode: no daemon and two workers"; }
+  track "$master"
+  [ "$(awk '{print $6}' "/proc/$master/stat")" = "$master" ] || fail "$mode: the daemon $master did not leave the session"
+  for _ in $(seq 100); do
+    curl -sf "$@" "$url/processes" >"$TMP/$mode.processes" 2>/dev/null &&
+      [ "$(grep -c '	member	' "$TMP/$mode.processes")" -eq 2 ] && break
+    sleep 0.1
+  done
+  cat "$TMP/$mode.processes"
+  expect_match "$TMP/$mode.processes" "^$master	[0-9]+	-	root	" "$mode: the daemon $master is the tree's root"
+  for w in "${workers[@]}"; do
+    expect_match "$TMP/$mode.processes" "^$w	$master	.*	member	" "$mode: worker $w is a member"
+  done
+  curl -sf -m 20 "$@" -o "$TMP/$mode.pb.gz" "$url/profile?seconds=2" || fail "$mode: profile?seconds=2 failed"
+  local s0 s1
+  s0=$(pid_share "$TMP/$mode.pb.gz" "${workers[0]}")
+  s1=$(pid_share "$TMP/$mode.pb.gz" "${workers[1]}")
+  echo "$mode: workers' shares of the samples: ${s0:-0}% + ${s1:-0}%"
+  awk -v a="${s0:-0}" -v b="${s1:-0}" 'BEGIN { exit !(a + b >= 90) }' ||
+    fail "$mode: the workers hold ${s0:-0}% + ${s1:-0}% of the samples, want at least 90%"
+  checks=$((checks + 1))
+}
+
+# stop_daemon MODE: SIGTERM to the daemon, which passes it on and waits.
+stop_daemon() {
+  kill -TERM "$master"
+  for _ in $(seq 100); do
+    kill -0 "$master" 2>/dev/null || break
+    sleep 0.05
+  done
+  ! kill -0 "$master" 2>/dev/null || fail "$1: the daemon did not exit"
+}
+
+port=$(free_port)
+url=http://127.0.0.1:$port/debug/pprof
+daemon_case daemon "127.0.0.1:$port"
+stop_daemon daemon
+# The port is free again: a server binds it.
+python3 -c 'import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen()' "$port" ||
+  fail "daemon: port $port is still taken after the daemon exited"
+echo "ok: daemon: port $port is free once the daemon exited"
+checks=$((checks + 1))
+
+sock=$TMP/cprof.sock
+url=http://localhost/debug/pprof
+daemon_case daemon-exit "unix:$sock" --unix-socket "$sock"
+[ -S "$sock" ] || fail "daemon-exit: the socket file went with the first process"
+echo "ok: daemon-exit: the socket file outlived the first process"
+checks=$((checks + 1))
+stop_daemon daemon-exit
+[ ! -e "$sock" ] || fail "daemon-exit: the daemon left its socket file behind"
+echo "ok: daemon-exit: the daemon removed the socket file at its exit"
+checks=$((checks + 1))
+finish
