@@ -13,6 +13,9 @@
 #     daemon removes it when it exits;
 #   - when the daemon and its workers have exited, the port is free (a
 #     server binds it again) and nothing of the tree is left.
+#   - cprof's daemon() does what glibc's does: the working directory, the
+#     standard descriptors and the new session, for each nochdir and
+#     noclose, are the same with cprof loaded and without.
 # A child that stays in the session is no heir (e2e/fds_fork).
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
@@ -72,6 +75,26 @@ stop_daemon() {
   done
   ! kill -0 "$master" 2>/dev/null || fail "$1: the daemon did not exit"
 }
+
+# daemon_check NOCHDIR NOCLOSE [LD_PRELOAD]: what the daemon reports.
+daemon_check() {
+  local out="$TMP/check.$1$2${3:+.cprof}"
+  rm -f "$out"
+  (cd "$TMP" && LD_PRELOAD="${3:-}" "$plain" daemon-check "$out" "$1" "$2" </dev/null >"$TMP/check.stdout" 2>&1)
+  for _ in $(seq 100); do [ -s "$out" ] && break; sleep 0.05; done
+  cat "$out"
+}
+for nochdir in 0 1; do
+  for noclose in 0 1; do
+    daemon_check "$nochdir" "$noclose" >"$TMP/glibc.txt"
+    daemon_check "$nochdir" "$noclose" "$rt $CPROFTEST_BUILD/libcprof.so" >"$TMP/cprof.txt"
+    grep -q '^daemon 0$' "$TMP/glibc.txt" || { cat "$TMP/glibc.txt"; fail "glibc's daemon($nochdir, $noclose) failed"; }
+    cmp -s "$TMP/glibc.txt" "$TMP/cprof.txt" ||
+      { diff "$TMP/glibc.txt" "$TMP/cprof.txt"; fail "daemon($nochdir, $noclose): cprof's differs from glibc's"; }
+    echo "ok: daemon($nochdir, $noclose) as glibc's: $(tr '\n' ' ' <"$TMP/cprof.txt")"
+    checks=$((checks + 1))
+  done
+done
 
 port=$(free_port)
 url=http://127.0.0.1:$port/debug/pprof

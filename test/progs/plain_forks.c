@@ -8,6 +8,11 @@
  *                            with exit(0) after its own fork as nginx
  *                            does (daemon-exit S), then serves as
  *                            `server S`
+ *   plain_forks daemon-check FILE NOCHDIR NOCLOSE
+ *                            daemon(NOCHDIR, NOCLOSE), then writes into FILE
+ *                            (an absolute path) its working directory,
+ *                            where descriptors 0, 1 and 2 lead, whether it
+ *                            leads a session, and daemon's result
  *   plain_forks prefork      a master that forks two workers, as pre-fork
  *                            servers do: each burns about 0.5 s of CPU in
  *                            a function of its own (alpha_worker_burn,
@@ -263,6 +268,22 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "daemon") && argc > 2) {
     if (daemon(1, 1) != 0) return 1;
     return mode_server(atof(argv[2]));
+  }
+  if (!strcmp(m, "daemon-check") && argc > 4) {
+    int rc = daemon(atoi(argv[3]), atoi(argv[4]));
+    FILE *f = fopen(argv[2], "w");
+    if (!f) return 1;
+    char cwd[512], link[512];
+    fprintf(f, "daemon %d\ncwd %s\nsession_leader %d\n", rc,
+            getcwd(cwd, sizeof cwd) ? cwd : "?", getsid(0) == getpid());
+    for (int fd = 0; fd < 3; fd++) {
+      char path[64];
+      snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+      ssize_t n = readlink(path, link, sizeof link - 1);
+      link[n > 0 ? n : 0] = '\0';
+      fprintf(f, "fd%d %s\n", fd, link);
+    }
+    return fclose(f) != 0;
   }
   if (!strcmp(m, "daemon-exit") && argc > 2) {
     pid_t p = fork();
