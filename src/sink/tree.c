@@ -86,6 +86,12 @@ typedef struct member_msg {
 } member_msg;
 
 static pthread_mutex_t tree_mu = PTHREAD_MUTEX_INITIALIZER;
+/* Held by an heir through its whole takeover (the endpoint's start
+ * included), and by fork: a daemon that forks its workers while its agent
+ * takes the tree over waits for it, so no child starts with the takeover
+ * half done, or with an allocator's lock the takeover held (a sanitizer's
+ * allocator takes none across fork). Taken before tree_mu. */
+static pthread_mutex_t takeover_mu = PTHREAD_MUTEX_INITIALIZER;
 static member members[CPROF__TREE_MAX_MEMBERS]; /* under tree_mu */
 static size_t nmembers;
 static bool is_root;
@@ -588,6 +594,9 @@ void cprof__tree_hand_over(void) {
   ssize_t h;
   for (;;) {
     take_hellos();
+    /* A daemon's worker in already says the daemon exists: it is waited
+     * for longer (a slow machine's fork and thread start). */
+    if (pick_heir(false) >= 0) until = now + HANDOVER_WAIT_MS * 1000000LL;
     bool waiting = recent && cprof__mono_ns() < until;
     h = pick_heir(waiting);
     if (h >= 0 || !waiting) break;
@@ -609,15 +618,19 @@ void cprof__tree_hand_over(void) {
     sent = send_with_fds(ctl, &m, sizeof m, &members[i].ctl, 1,
                          MSG_DONTWAIT) == 0;
   }
-  if (sent && heir_acked(ctl, HANDOVER_WAIT_MS)) {
+  if (sent) {
+    /* The descriptors are in the heir's channel, alive whatever becomes
+     * of this process: the heir reads the join channel and the members'
+     * channels from now on, and hellos that reach this one go on to it. */
     heir_ops.handed_over();
-    /* The heir reads the join channel and the members' channels now;
-     * this process's copies close with it. */
     is_root = false;
     nmembers = 0;
   }
   handing_over = false;
   cprof__unlock(&tree_mu);
+  /* Briefly, so that the heir serves before this process is gone; no
+   * harm when it is slower (connections wait in the listening queue). */
+  if (sent) (void)heir_acked(ctl, HANDOVER_WAIT_MS);
 }
 
 static void root_at_exit(void) { cprof__tree_hand_over(); }
@@ -625,7 +638,17 @@ static void root_at_exit(void) { cprof__tree_hand_over(); }
 /* The heir's side: the rest of the handover after its first message (the
  * listening socket and the join channel's root end in fds), then this
  * process is the root and serves on the listening socket. */
+static void take_over_locked(int ctl, const handover *msg,
+                             const int fds[2]);
+
 static void take_over(int ctl, const handover *msg, const int fds[2]) {
+  cprof__lock(&takeover_mu);
+  take_over_locked(ctl, msg, fds);
+  cprof__unlock(&takeover_mu);
+}
+
+static void take_over_locked(int ctl, const handover *msg,
+                             const int fds[2]) {
   member *got = cprof__calloc(CPROF__TREE_MAX_MEMBERS, sizeof *got);
   size_t n = 0;
   bool whole = got != NULL && msg->nmembers < CPROF__TREE_MAX_MEMBERS;
@@ -825,10 +848,14 @@ static void *agent_main(void *arg) {
   return NULL;
 }
 
-static void before_fork(void) { cprof__lock(&tree_mu); }
+static void before_fork(void) {
+  cprof__lock(&takeover_mu);
+  cprof__lock(&tree_mu);
+}
 static void parent_after_fork(void) {
   if (is_root) atomic_store(&last_fork_ns, cprof__mono_ns());
   cprof__unlock(&tree_mu);
+  cprof__unlock(&takeover_mu);
 }
 
 static void child_after_fork(void) {
@@ -836,6 +863,7 @@ static void child_after_fork(void) {
    * kind: the descriptor registry's own fork handler, which ran before
    * this one, closed them here. What is left is the join end. */
   pthread_mutex_init(&tree_mu, NULL);
+  pthread_mutex_init(&takeover_mu, NULL);
   is_root = false;
   root_fd = -1;
   nmembers = 0;

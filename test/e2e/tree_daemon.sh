@@ -45,6 +45,8 @@ daemon_case() {
   mapfile -t workers < <(awk '/^worker/ {print $2}' "$TMP/$mode.out")
   [ -n "$master" ] && [ "${#workers[@]}" -eq 2 ] || { cat "$TMP/$mode.out" "$TMP/$mode.err"; fail "$mode: no daemon and two workers"; }
   track "$master"
+  track "${workers[0]}"
+  track "${workers[1]}"
   [ "$(awk '{print $6}' "/proc/$master/stat")" = "$master" ] || fail "$mode: the daemon $master did not leave the session"
   for _ in $(seq 100); do
     curl -sf "$@" "$url/processes" >"$TMP/$mode.processes" 2>/dev/null &&
