@@ -29,7 +29,7 @@
 #define ANSWER_MAGIC 0x63707277u /* "cprw" */
 #define HANDOVER_MAGIC 0x63707268u /* "cprh" */
 #define MEMBER_MAGIC 0x6370726du   /* "cprm" */
-#define ACK_MAGIC 0x63707261u      /* "cpra" */
+#define ACK_MAGIC 0x6370726bu      /* "cprk" */
 /* How long an exiting root waits for its heir to take the tree over. */
 #define HANDOVER_WAIT_MS 1000
 /* How long a root that exits right after a fork waits for the child's
