@@ -42,7 +42,7 @@ pprof -raw "$TMP/fds.pb.gz" >"$TMP/raw.txt"
 expect_match "$TMP/raw.txt" '^fds/count$' "sample type fds/count"
 curl -sS -o "$TMP/fds.txt" "$B/fds?debug=1"
 expect_match "$TMP/fds.txt" '^fds profile: total 5$' "debug=1: Go's count-profile header"
-expect_match "$TMP/fds.txt" $'^#\t0x[0-9a-f]+\topen_a\\+0x[0-9a-f]+\t.*custom_fds\\.c:[0-9]+$' "debug=1: frame lines"
+expect_match "$TMP/fds.txt" $'^#\t0x[0-9a-f]+\t+open_a\\+0x[0-9a-f]+\t+.*custom_fds\\.c:[0-9]+$' "debug=1: frame lines"
 curl -sS -o "$TMP/index.html" "$B/"
 expect_match "$TMP/index.html" "<td>5</td><td><a href='fds\\?debug=1'>fds</a></td>" "the index page lists fds with its count"
 

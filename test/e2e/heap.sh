@@ -64,7 +64,7 @@ check_profiles() {
     local txt="$prefix.$kind.txt"
     expect_match "$txt" '^heap profile: [0-9]+: [0-9]+ \[[0-9]+: [0-9]+\] @ heap/[0-9]+$' "$label: $kind debug=1 header"
     expect_match "$txt" '^[0-9]+: [0-9]+ \[[0-9]+: [0-9]+\] @( 0x[0-9a-f]+)+$' "$label: $kind debug=1 record"
-    expect_match "$txt" $'^#\t0x[0-9a-f]+\thold_pages\\+0x[0-9a-f]+\t/.*heap_live\\.c:[0-9]+$' "$label: $kind debug=1 frame line"
+    expect_match "$txt" $'^#\t0x[0-9a-f]+\t+hold_pages\\+0x[0-9a-f]+\t+/.*heap_live\\.c:[0-9]+$' "$label: $kind debug=1 frame line"
     expect_match "$txt" '^# Arena = [0-9]+$' "$label: $kind mallinfo2 trailer"
     expect_match "$txt" '^# MaxRSS = [0-9]+$' "$label: $kind MaxRSS trailer"
   done

@@ -38,11 +38,11 @@ check() {
   expect_match "$dir/mutex.txt" '^cycles/second=1000000000$' "$label: mutex cycles/second"
   expect_match "$dir/mutex.txt" '^sampling period=1$' "$label: mutex sampling period"
   expect_match "$dir/mutex.txt" '^[0-9]+ [0-9]+ @( 0x[0-9a-f]+)+$' "$label: mutex record line"
-  expect_match "$dir/mutex.txt" $'^#\t0x[0-9a-f]+\tunlock_site\\+0x[0-9a-f]+\t/.*mutex_contend\\.c:[0-9]+$' "$label: mutex frame line"
+  expect_match "$dir/mutex.txt" $'^#\t0x[0-9a-f]+\t+unlock_site\\+0x[0-9a-f]+\t+/.*mutex_contend\\.c:[0-9]+$' "$label: mutex frame line"
   expect_match "$dir/block.txt" '^--- contention:$' "$label: block debug=1 header"
   expect_match "$dir/block.txt" '^cycles/second=1000000000$' "$label: block cycles/second"
   expect_no_match "$dir/block.txt" '^sampling period' "$label: no sampling period in block text"
-  expect_match "$dir/block.txt" $'^#\t0x[0-9a-f]+\tlock_site\\+0x[0-9a-f]+\t/.*mutex_contend\\.c:[0-9]+$' "$label: block frame line"
+  expect_match "$dir/block.txt" $'^#\t0x[0-9a-f]+\t+lock_site\\+0x[0-9a-f]+\t+/.*mutex_contend\\.c:[0-9]+$' "$label: block frame line"
   for f in mutex block; do
     awk '/ @ / {if (seen && $1 > last) bad = 1; last = $1; seen = 1} END {exit bad}' "$dir/$f.txt" ||
       fail "$label: $f records not sorted by delay"

@@ -24,7 +24,7 @@ run() {
 }
 
 run with
-expect_match "$TMP/with.threads" '^#	0x[0-9a-f]+	__libc_start_call_main\+0x[0-9a-f]+' \
+expect_match "$TMP/with.threads" '^#	0x[0-9a-f]+	+__libc_start_call_main\+0x[0-9a-f]+' \
   "with libdw: named frames"
 expect_no_match "$TMP/with.err" 'libdw' "with libdw: no complaint"
 

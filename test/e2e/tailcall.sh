@@ -130,9 +130,9 @@ PY
   fi
 
   # Go's text: the tail line first, at the unlock's pc, then worker's.
-  expect_match "$dir/mutex.txt" $'^#\t0x[0-9a-f]+\tsection\\+0x[0-9a-f]+\t[^\t]*nofp_tailcall\\.c:'"$decl"'$' \
+  expect_match "$dir/mutex.txt" $'^#\t0x[0-9a-f]+\t+section\\+0x[0-9a-f]+\t+[^\t]*nofp_tailcall\\.c:'"$decl"'$' \
     "$label: mutex debug=1: section's line"
-  awk -F'\t' '/^#\t/ {if (prev_pc == $2 && prev ~ /^section\+/ && $3 ~ /^worker\+/) ok = 1; prev_pc = $2; prev = $3}
+  awk -F'\t+' '/^#\t/ {if (prev_pc == $2 && prev ~ /^section\+/ && $3 ~ /^worker\+/) ok = 1; prev_pc = $2; prev = $3}
     END {exit !ok}' "$dir/mutex.txt" ||
     { cat "$dir/mutex.txt" >&2; fail "$label: mutex debug=1: section is not followed by worker at the same pc"; }
   checks=$((checks + 1))

@@ -32,8 +32,8 @@ check_text() {
   expect_match "$file" "^threadcreate profile: total $total\$" "$label: debug=1 header"
   expect_match "$file" '^3 @( 0x[0-9a-f]+)+$' "$label: debug=1 record of 3"
   expect_match "$file" '^2 @( 0x[0-9a-f]+)+$' "$label: debug=1 record of 2"
-  expect_match "$file" $'^#\t0x[0-9a-f]+\tspawn_three\\+0x[0-9a-f]+\t/.*spawner\\.c:[0-9]+$' "$label: debug=1 frame line for spawn_three"
-  expect_match "$file" $'^#\t0x[0-9a-f]+\tmain\\+0x[0-9a-f]+\t/.*spawner\\.c:[0-9]+$' "$label: debug=1 frame line for main"
+  expect_match "$file" $'^#\t0x[0-9a-f]+\t+spawn_three\\+0x[0-9a-f]+\t+/.*spawner\\.c:[0-9]+$' "$label: debug=1 frame line for spawn_three"
+  expect_match "$file" $'^#\t0x[0-9a-f]+\t+main\\+0x[0-9a-f]+\t+/.*spawner\\.c:[0-9]+$' "$label: debug=1 frame line for main"
 }
 
 prog=$CPROFTEST_BUILD/test/progs/spawner
