@@ -121,6 +121,9 @@ struct cprof_http {
   void (*logger)(void *ctx, const char *line);
   void *logger_ctx;
   atomic_bool stopping;
+  /* The endpoint went on in another process of the tree (tree.h): its
+   * socket file is that one's to remove. */
+  atomic_bool handed_over;
   /* Bytes of request bodies buffered now, over all connections. */
   _Atomic size_t bodies;
   unsigned limit;
@@ -486,7 +489,8 @@ static void unlink_sockets_at_exit(void) {
   cprof__lock(&unix_mu);
   /* A fork child's exit leaves its parent's socket alone. */
   for (cprof_http *s = unix_servers; s; s = s->next_unix)
-    if (s->pid == getpid()) unlink_own_socket(s);
+    if (s->pid == getpid() && !atomic_load(&s->handed_over))
+      unlink_own_socket(s);
   cprof__unlock(&unix_mu);
 }
 
@@ -1621,23 +1625,27 @@ static void env_adopt(int listen_fd) {
   env_start(listen_fd);
 }
 
+/* Both run where the tree hands over, maybe in a signal handler: the
+ * server's lock is tried, never waited for (no handover without it). */
 static int env_listener(void) {
   cprof_http *srv = env_server;
-  if (!srv || srv->pid != getpid() || srv->abandoned) return -1;
-  return srv->listen_fd;
+  if (!srv || srv->pid != getpid() || cprof__trylock(&srv->mu) != 0)
+    return -1;
+  int fd = srv->abandoned || atomic_load(&srv->stopping) ? -1 : srv->listen_fd;
+  cprof__unlock(&srv->mu);
+  return fd;
 }
 
 static void env_handed_over(void) {
   cprof_http *srv = env_server;
   if (!srv || srv->pid != getpid()) return;
   /* The heir removes the socket file at its exit, not this process; the
-   * accept thread stops taking connections, which the heir's takes. No
-   * lock: this may run in _exit, from a signal handler. */
-  srv->pid = 0;
+   * accept thread stops taking connections, which the heir's takes. */
+  atomic_store(&srv->handed_over, true);
   atomic_store(&srv->stopping, true);
-  if (!srv->abandoned) {
-    char one = 1;
-    (void)!write(srv->wake_wr, &one, 1);
+  if (cprof__trylock(&srv->mu) == 0) {
+    wake_acceptor(srv);
+    cprof__unlock(&srv->mu);
   }
 }
 
