@@ -12,7 +12,10 @@ mkdir -p "$PPROF_TMPDIR"
 # CPROFTEST_KEEP_TMP is set (to read a failed run's files afterwards).
 tracked=()
 track() { tracked+=("$1"); }
-trap 'for p in "${tracked[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${CPROFTEST_KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
+# A tracked process's children go too: a program started through a shell
+# function in the background (unlimited, below) runs in a subshell of the
+# process $! names.
+trap 'for p in "${tracked[@]}"; do pkill -P "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; [ -n "${CPROFTEST_KEEP_TMP:-}" ] || rm -rf "$TMP"' EXIT
 checks=0
 
 fail() {
