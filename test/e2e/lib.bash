@@ -88,6 +88,31 @@ tree_wait() {
 
 # pid_share PROFILE PID: the share (%) of PROFILE's samples labelled
 # pid=PID (a process tree's profile, docs/processes.md).
+# workers_hold FILE WHAT PID...: the pids' shares of FILE's samples (label
+# pid) add up to at least 90%.
+workers_hold() {
+  local file=$1 what=$2 p s sum=0 shares=()
+  shift 2
+  for p in "$@"; do
+    s=$(pid_share "$file" "$p")
+    shares+=("${s:-0}%")
+    sum=$(awk -v a="$sum" -v b="${s:-0}" 'BEGIN { print a + b }')
+  done
+  echo "$what: the workers' shares of the samples: ${shares[*]}"
+  awk -v s="$sum" 'BEGIN { exit !(s >= 90) }' ||
+    fail "$what: the workers hold ${shares[*]} of the samples, want at least 90% together"
+  checks=$((checks + 1))
+}
+# tree_prepare PROG: skips the test in the TSan build, where a process
+# tree cannot run: preloading is not possible (see tsan_build), and linked
+# instead, a fork child would start cprof's agent thread, which TSan does
+# not support after a multi-threaded fork (with die_after_fork=0 it aborts:
+# "dup thread with used id").
+tree_prepare() {
+  if tsan_build "$1"; then
+    skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash), and TSan cannot run a fork child's threads"
+  fi
+}
 pid_share() {
   pprof -top -tagfocus="pid=$2" "$1" 2>/dev/null |
     sed -nE 's/^Showing nodes accounting for [^,]+, ([0-9.]+)% of .* total$/\1/p'

@@ -142,12 +142,7 @@ wrk=$!
 sleep 0.5
 curl -sf -o "$TMP/daemon.pb.gz" "$url/profile?seconds=2" || fail "daemon on: profile?seconds=2 failed"
 wait "$wrk"
-s0=$(pid_share "$TMP/daemon.pb.gz" "$w0")
-s1=$(pid_share "$TMP/daemon.pb.gz" "$w1")
-echo "daemon on: workers' shares ${s0:-0}% + ${s1:-0}%"
-awk -v a="${s0:-0}" -v b="${s1:-0}" 'BEGIN { exit !(a + b >= 90) }' ||
-  fail "daemon on: the workers hold ${s0:-0}% + ${s1:-0}% of the samples, not 90% or more"
-checks=$((checks + 1))
+workers_hold "$TMP/daemon.pb.gz" "daemon on" "$w0" "$w1"
 pprof -top "$TMP/daemon.pb.gz" >"$TMP/daemon.top"
 expect_match "$TMP/daemon.top" " ngx_http_core_run_phases( \\(inline\\))?$" "daemon on: nginx's request handling in the tree's profile"
 kill -QUIT "$master"

@@ -26,12 +26,7 @@
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 plain=$CPROFTEST_BUILD/test/progs/plain_forks
-if tsan_build "$plain"; then
-  # Linked instead, a fork child would start cprof's agent thread, and
-  # TSan does not support threads started after a multi-threaded fork
-  # (with die_after_fork=0 it aborts: "dup thread with used id").
-  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash), and TSan cannot run a fork child's threads"
-fi
+tree_prepare "$plain"
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 
 start_receiver "$TMP/push" ok

@@ -20,9 +20,7 @@
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 plain=$CPROFTEST_BUILD/test/progs/plain_forks
-if tsan_build "$plain"; then
-  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash), and TSan cannot run a fork child's threads"
-fi
+tree_prepare "$plain"
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 
 # daemon_case MODE ADDR CURL_ARGS...: starts `plain_forks MODE 20` under
@@ -59,13 +57,7 @@ daemon_case() {
     expect_match "$TMP/$mode.processes" "^$w	$master	.*	member	" "$mode: worker $w is a member"
   done
   curl -sf -m 20 "$@" -o "$TMP/$mode.pb.gz" "$url/profile?seconds=2" || fail "$mode: profile?seconds=2 failed"
-  local s0 s1
-  s0=$(pid_share "$TMP/$mode.pb.gz" "${workers[0]}")
-  s1=$(pid_share "$TMP/$mode.pb.gz" "${workers[1]}")
-  echo "$mode: workers' shares of the samples: ${s0:-0}% + ${s1:-0}%"
-  awk -v a="${s0:-0}" -v b="${s1:-0}" 'BEGIN { exit !(a + b >= 90) }' ||
-    fail "$mode: the workers hold ${s0:-0}% + ${s1:-0}% of the samples, want at least 90%"
-  checks=$((checks + 1))
+  workers_hold "$TMP/$mode.pb.gz" "$mode" "${workers[@]}"
 }
 
 # stop_daemon MODE: SIGTERM to the daemon, which passes it on and waits.
