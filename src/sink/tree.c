@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -104,7 +105,9 @@ static int root_fd = -1; /* the root: hellos arrive here */
 static int join_fd = -1; /* every process of the tree: hellos go here */
 static cprof__tree_serve_fn serve;
 static cprof__tree_heir_ops heir_ops; /* set by the endpoint that hands over */
-static _Atomic int64_t last_fork_ns = INT64_MIN / 2; /* the root's last fork */
+static _Atomic int64_t last_fork_ns = INT64_MIN / 2; /* this process's last fork */
+static _Atomic int member_ctl = -1; /* a member: its agent's control channel */
+static atomic_bool took_over; /* this process took the tree over */
 static _Atomic int inflight; /* a member: requests being served */
 static atomic_bool exiting;  /* a member: the process is exiting */
 /* How long a member's exit waits for the windows it ends to be sent. */
@@ -570,9 +573,48 @@ static ssize_t pick_heir(bool children_only) {
   return h;
 }
 
+/* A member that exits while the tree is being handed to it (a double
+ * fork's first child exits right after forking the daemon): the takeover
+ * its agent has under way, or the handover waiting in its channel, is
+ * waited for, at most HANDOVER_WAIT_MS, so that this process, root then,
+ * hands the tree on. Locks are only tried. */
+static void await_takeover(void) {
+  /* A child of the root that left the session may be the heir its root
+   * is about to choose, before it has even joined: it waits up to
+   * HELLO_WAIT_MS for a handover to arrive. Any other member waits only
+   * for one already there. */
+  pid_t sid = getsid(0);
+  bool maybe_heir = root_pid > 0 && getppid() == root_pid && sid >= 0 &&
+                    sid != origin_sid;
+  int64_t start = cprof__mono_ns();
+  int64_t end = start + HANDOVER_WAIT_MS * 1000000LL;
+  while (cprof__mono_ns() < end) {
+    int ctl = atomic_load(&member_ctl);
+    bool busy = maybe_heir &&
+                cprof__mono_ns() - start < HELLO_WAIT_MS * 1000000LL;
+    if (ctl >= 0 && cprof__trylock(&takeover_mu) == 0) {
+      handover peek;
+      ssize_t n = recv(ctl, &peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT);
+      bool pending = n == (ssize_t)sizeof peek && peek.magic == HANDOVER_MAGIC;
+      cprof__unlock(&takeover_mu);
+      if (pending) {
+        busy = true;
+      } else if (atomic_load(&took_over)) {
+        return; /* this process is the root now */
+      }
+    } else if (ctl >= 0) {
+      busy = true; /* the agent reads its channel, or takes over */
+    }
+    if (!busy) return;
+    struct timespec ts = {0, 2 * 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 void cprof__tree_hand_over(void) {
   /* From exit or _exit, maybe in a signal handler: a lock someone holds
    * is not waited for (no handover then), and only system calls follow. */
+  await_takeover();
   if (cprof__trylock(&tree_mu) != 0) return;
   if (!is_root || root_pid != getpid() || root_fd < 0 || !heir_ops.listener ||
       !heir_ops.handed_over) {
@@ -590,33 +632,41 @@ void cprof__tree_hand_over(void) {
    * for, briefly. */
   handing_over = true;
   int64_t now = cprof__mono_ns(), until = now + HELLO_WAIT_MS * 1000000LL;
-  bool recent = now - atomic_load(&last_fork_ns) < 1000000000LL;
-  ssize_t h;
+  /* Only while a child is alive: a shell whose commands have ended (and
+   * been reaped) exits at once. waitid with WNOWAIT reaps nothing. */
+  siginfo_t si;
+  bool recent = now - atomic_load(&last_fork_ns) < 1000000000LL &&
+                waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) == 0;
+  bool sent = false;
+  int ctl = -1;
   for (;;) {
     take_hellos();
     /* A daemon's worker in already says the daemon exists: it is waited
      * for longer (a slow machine's fork and thread start). */
     if (pick_heir(false) >= 0) until = now + HANDOVER_WAIT_MS * 1000000LL;
     bool waiting = recent && cprof__mono_ns() < until;
-    h = pick_heir(waiting);
-    if (h >= 0 || !waiting) break;
-    struct pollfd p = {.fd = root_fd, .events = POLLIN};
-    (void)poll(&p, 1, 5);
-  }
-  if (h < 0) {
-    handing_over = false;
-    cprof__unlock(&tree_mu);
-    return;
-  }
-  handover msg = {.magic = HANDOVER_MAGIC, .nmembers = (uint32_t)nmembers - 1};
-  int fds[2] = {lfd, root_fd};
-  int ctl = members[(size_t)h].ctl;
-  bool sent = send_with_fds(ctl, &msg, sizeof msg, fds, 2, MSG_DONTWAIT) == 0;
-  for (size_t i = 0; sent && i < nmembers; i++) {
-    if (i == (size_t)h) continue;
-    member_msg m = {.magic = MEMBER_MAGIC, .info = members[i].info};
-    sent = send_with_fds(ctl, &m, sizeof m, &members[i].ctl, 1,
-                         MSG_DONTWAIT) == 0;
+    ssize_t h = pick_heir(waiting);
+    if (h < 0 && waiting) {
+      struct pollfd p = {.fd = root_fd, .events = POLLIN};
+      (void)poll(&p, 1, 5);
+      continue;
+    }
+    if (h < 0) break;
+    handover msg = {.magic = HANDOVER_MAGIC,
+                    .nmembers = (uint32_t)nmembers - 1};
+    int fds[2] = {lfd, root_fd};
+    ctl = members[(size_t)h].ctl;
+    sent = send_with_fds(ctl, &msg, sizeof msg, fds, 2, MSG_DONTWAIT) == 0;
+    for (size_t i = 0; sent && i < nmembers; i++) {
+      if (i == (size_t)h) continue;
+      member_msg m = {.magic = MEMBER_MAGIC, .info = members[i].info};
+      sent = send_with_fds(ctl, &m, sizeof m, &members[i].ctl, 1,
+                           MSG_DONTWAIT) == 0;
+    }
+    if (sent) break;
+    /* The heir exited meanwhile (a double fork's first child): the next
+     * one, its daemon, is looked for. */
+    drop_member((size_t)h);
   }
   if (sent) {
     /* The descriptors are in the heir's channel, alive whatever becomes
@@ -640,12 +690,6 @@ static void root_at_exit(void) { cprof__tree_hand_over(); }
  * process is the root and serves on the listening socket. */
 static void take_over_locked(int ctl, const handover *msg,
                              const int fds[2]);
-
-static void take_over(int ctl, const handover *msg, const int fds[2]) {
-  cprof__lock(&takeover_mu);
-  take_over_locked(ctl, msg, fds);
-  cprof__unlock(&takeover_mu);
-}
 
 static void take_over_locked(int ctl, const handover *msg,
                              const int fds[2]) {
@@ -680,6 +724,7 @@ static void take_over_locked(int ctl, const handover *msg,
   cprof__lock(&tree_mu);
   is_root = true;
   root_pid = getpid();
+  atomic_store(&took_over, true);
   root_fd = fds[1];
   memcpy(members, got, n * sizeof *got);
   nmembers = n;
@@ -780,9 +825,13 @@ static int join_tree(void) {
   h.start_unix_ns = unix_ns();
   /* The main thread's name (this thread's is cprof's). */
   if (!cprof__proc_thread_name(h.pid, h.name, sizeof h.name)) h.name[0] = '\0';
+  /* Known before the root can know this process: an exit right after the
+   * hello still finds the channel a handover may come through. */
+  atomic_store(&member_ctl, ctl);
   int sent = send_with_fd(join_fd, &h, sizeof h, sv[1], MSG_DONTWAIT);
   close(sv[1]);
   if (sent != 0) {
+    atomic_store(&member_ctl, -1);
     cprof__fd_close(ctl);
     return -1;
   }
@@ -803,18 +852,23 @@ static void *agent_main(void *arg) {
       break;
     }
     int fds[2];
+    /* takeover_mu from the read of a handover to the end of the takeover,
+     * for an exit that waits for it (await_takeover). */
+    cprof__lock(&takeover_mu);
     ssize_t n = recv_with_fds(ctl, a, sizeof *a, fds, 2);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == EPROTO))
-      continue;
-    if (n <= 0) break; /* the root is gone */
     if (n == (ssize_t)sizeof(handover) &&
         ((const handover *)(const void *)a)->magic == HANDOVER_MAGIC &&
         fds[0] >= 0 && fds[1] >= 0) {
       handover msg;
       memcpy(&msg, a, sizeof msg);
-      take_over(ctl, &msg, fds);
+      take_over_locked(ctl, &msg, fds);
+      cprof__unlock(&takeover_mu);
       break; /* a member no more */
     }
+    cprof__unlock(&takeover_mu);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR || errno == EPROTO))
+      continue;
+    if (n <= 0) break; /* the root is gone */
     if (fds[1] >= 0) cprof__fd_close(fds[1]);
     int fd = fds[0];
     if (fd < 0) continue;
@@ -843,6 +897,7 @@ static void *agent_main(void *arg) {
     }
     pthread_detach(t);
   }
+  atomic_store(&member_ctl, -1);
   cprof__free(a);
   cprof__fd_close(ctl);
   return NULL;
@@ -853,7 +908,7 @@ static void before_fork(void) {
   cprof__lock(&tree_mu);
 }
 static void parent_after_fork(void) {
-  if (is_root) atomic_store(&last_fork_ns, cprof__mono_ns());
+  atomic_store(&last_fork_ns, cprof__mono_ns());
   cprof__unlock(&tree_mu);
   cprof__unlock(&takeover_mu);
 }
@@ -864,6 +919,11 @@ static void child_after_fork(void) {
    * this one, closed them here. What is left is the join end. */
   pthread_mutex_init(&tree_mu, NULL);
   pthread_mutex_init(&takeover_mu, NULL);
+  /* The parent's channel was closed at the fork: this process joins with
+   * its own. */
+  atomic_store(&member_ctl, -1);
+  atomic_store(&took_over, false);
+  atomic_store(&last_fork_ns, INT64_MIN / 2);
   is_root = false;
   root_fd = -1;
   nmembers = 0;

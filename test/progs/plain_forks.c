@@ -6,8 +6,10 @@
  *                            _exit(0) at once; the child, in a session of
  *                            its own, keeps the standard descriptors), or
  *                            with exit(0) after its own fork as nginx
- *                            does (daemon-exit S), then serves as
- *                            `server S`
+ *                            does (daemon-exit S), or with a double fork
+ *                            (daemon-double S: the first child leaves the
+ *                            session, forks the daemon and exits), then
+ *                            serves as `server S`
  *   plain_forks daemon-check FILE NOCHDIR NOCLOSE
  *                            daemon(NOCHDIR, NOCLOSE), then writes into FILE
  *                            (an absolute path) its working directory,
@@ -284,6 +286,16 @@ int main(int argc, char **argv) {
       fprintf(f, "fd%d %s\n", fd, link);
     }
     return fclose(f) != 0;
+  }
+  if (!strcmp(m, "daemon-double") && argc > 2) {
+    pid_t p = fork();
+    if (p < 0) return 1;
+    if (p > 0) exit(0);
+    setsid();
+    p = fork();
+    if (p < 0) return 1;
+    if (p > 0) exit(0);
+    return mode_server(atof(argv[2]));
   }
   if (!strcmp(m, "daemon-exit") && argc > 2) {
     pid_t p = fork();
