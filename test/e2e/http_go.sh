@@ -245,6 +245,21 @@ expect_match "$TMP/head.h" "^Content-Length: $get_len\$" "HEAD on a redirect: Co
 curl -sS -m 10 --path-as-is -I "$GO//debug/pprof/heap" | tr -d '\r' >"$TMP/gohead.h"
 expect_no_match "$TMP/gohead.h" '^Content-Length:' "Go's HEAD on a redirect has no Content-Length"
 
+# nosniff: cprof's on every answer; Go's on its 404 and profiles, not on
+# its redirects.
+for who in GO CP; do
+  base=${!who}
+  curl -sS -m 10 -D "$TMP/$who.404.h" -o /dev/null "$base/nothing"
+  curl -sS -m 10 --path-as-is -D "$TMP/$who.301.h" -o /dev/null "$base//debug/pprof/heap"
+  curl -sS -m 10 -D "$TMP/$who.200.h" -o /dev/null "$base/debug/pprof/heap?debug=1"
+done
+for kind in 404 301 200; do
+  expect_match "$TMP/CP.$kind.h" '^X-Content-Type-Options: nosniff' "cprof's $kind carries nosniff"
+done
+expect_match "$TMP/GO.404.h" '^X-Content-Type-Options: nosniff' "Go's 404 carries nosniff"
+expect_match "$TMP/GO.200.h" '^X-Content-Type-Options: nosniff' "Go's profile carries nosniff"
+expect_no_match "$TMP/GO.301.h" '^X-Content-Type-Options' "Go's redirect carries no nosniff"
+
 # --- a form is read only after authentication
 start_server token --token s3cret --log
 st=$(curl -sS -m 10 -o "$TMP/b" -w '%{http_code}' -H 'Expect:' -d "debug=1" "http://127.0.0.1:$PORT/debug/pprof/threadcreate")
