@@ -579,13 +579,15 @@ static ssize_t pick_heir(bool children_only) {
  * waited for, at most HANDOVER_WAIT_MS, so that this process, root then,
  * hands the tree on. Locks are only tried. */
 static void await_takeover(void) {
-  /* A child of the root that left the session may be the heir its root
-   * is about to choose, before it has even joined: it waits up to
-   * HELLO_WAIT_MS for a handover to arrive. Any other member waits only
-   * for one already there. */
+  /* A child of the root that made a session of its own (setsid: a double
+   * fork's first child) may be the heir its root is about to choose,
+   * before it has even joined: it waits up to HELLO_WAIT_MS for a
+   * handover to arrive. Any other member (a daemon's workers, in the
+   * daemon's session but not leading it) waits only for one already
+   * there. */
   pid_t sid = getsid(0);
-  bool maybe_heir = root_pid > 0 && getppid() == root_pid && sid >= 0 &&
-                    sid != origin_sid;
+  bool maybe_heir = root_pid > 0 && getppid() == root_pid &&
+                    sid == getpid() && sid != origin_sid;
   int64_t start = cprof__mono_ns();
   int64_t end = start + HANDOVER_WAIT_MS * 1000000LL;
   while (cprof__mono_ns() < end) {
