@@ -1,7 +1,8 @@
 /*
  * Fuzzes the integer parser behind every numeric CPROF_* variable: a value
  * is accepted only inside its range, and a rejection always explains
- * itself.
+ * itself; and the spelling check every CPROF_* name in the environment
+ * goes through: any bytes, any length, a known setting or none.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -28,6 +29,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
     }
   }
+  const char *near = cprof__setting_closest((const char *)data, size);
+  if (near && !cprof__setting_known(near)) abort();
   free(s);
   return 0;
 }
