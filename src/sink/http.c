@@ -1356,7 +1356,7 @@ static void free_server(cprof_http *srv) {
 }
 
 /* An inherited listening socket: a root's, handed to its heir (see
- * cprof__http_env_adopt); the socket is bound and listening already, and
+ * env_adopt); the socket is bound and listening already, and
  * its file, for a unix socket, is the heir's to remove now. */
 static int adopt_listener(cprof_http *srv, const listen_addr *la, int fd,
                           char *why, size_t whylen) {
