@@ -120,38 +120,16 @@ static int64_t unix_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Sends len bytes and, when fd >= 0, the descriptor fd with them. */
-static int send_with_fd(int sock, const void *data, size_t len, int fd,
-                        int flags) {
-  struct iovec iov = {(void *)data, len};
-  union {
-    char buf[CMSG_SPACE(sizeof(int))];
-    struct cmsghdr align;
-  } u;
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-  if (fd >= 0) {
-    memset(&u, 0, sizeof u);
-    msg.msg_control = u.buf;
-    msg.msg_controllen = sizeof u.buf;
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  ssize_t n = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
-  return n == (ssize_t)len ? 0 : -1;
-}
 
-/* Receives one message without waiting and the up to nfds descriptors
- * it may carry (registered as cprof's, the rest -1); any other descriptor
- * is closed. Returns the message's length, 0 at the end, -1 on error
- * (EAGAIN: none). */
 /* Set while an exiting root hands the tree over (under tree_mu), maybe in
  * a signal handler: the descriptor registry's lock is then tried, never
  * waited for (the interrupted code may hold it). */
 static bool handing_over;
 
+/* Receives one message without waiting and the up to nfds descriptors
+ * it may carry (registered as cprof's, the rest -1); any other descriptor
+ * is closed. Returns the message's length, 0 at the end, -1 on error
+ * (EAGAIN: none). */
 static ssize_t recv_with_fds(int sock, void *data, size_t len, int *fd,
                              size_t nfds) {
   for (size_t i = 0; i < nfds; i++) fd[i] = -1;
@@ -205,7 +183,7 @@ static ssize_t recv_with_fd(int sock, void *data, size_t len, int *fd) {
   return recv_with_fds(sock, data, len, fd, 1);
 }
 
-/* Sends len bytes with the n descriptors fds. */
+/* Sends len bytes with the n (at most 2) descriptors fds. */
 static int send_with_fds(int sock, const void *data, size_t len,
                          const int *fds, size_t n, int flags) {
   struct iovec iov = {(void *)data, len};
@@ -214,18 +192,25 @@ static int send_with_fds(int sock, const void *data, size_t len,
     struct cmsghdr align;
   } u;
   if (n > 2) return -1;
-  memset(&u, 0, sizeof u);
-  struct msghdr msg = {.msg_iov = &iov,
-                       .msg_iovlen = 1,
-                       .msg_control = u.buf,
-                       .msg_controllen = CMSG_SPACE(n * sizeof(int))};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(n * sizeof(int));
-  memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+  if (n > 0) {
+    memset(&u, 0, sizeof u);
+    msg.msg_control = u.buf;
+    msg.msg_controllen = CMSG_SPACE(n * sizeof(int));
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(n * sizeof(int));
+    memcpy(CMSG_DATA(c), fds, n * sizeof(int));
+  }
   ssize_t r = sendmsg(sock, &msg, flags | MSG_NOSIGNAL);
   return r == (ssize_t)len ? 0 : -1;
+}
+
+/* Sends len bytes and, when fd >= 0, the descriptor fd with them. */
+static int send_with_fd(int sock, const void *data, size_t len, int fd,
+                        int flags) {
+  return send_with_fds(sock, data, len, &fd, fd >= 0 ? 1 : 0, flags);
 }
 
 /* Writes all of len bytes; false when the peer went or stalled. */
