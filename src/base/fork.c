@@ -7,10 +7,12 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/fork.h"
 #include "base/lock.h"
 #include "base/own_heap.h"
+#include "base/spin.h"
 
 typedef struct handlers {
   void (*prepare)(void);
@@ -32,6 +34,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
  * lock held with none of its handlers run. */
 static void run_prepare(void) {
   cprof__lock(&register_lock);
+  atomic_store(&cprof__pid_cache, 0);
   size_t n = atomic_load(&count);
   forked_count = n;
   for (size_t i = n; i-- > 0;)
@@ -39,12 +42,14 @@ static void run_prepare(void) {
 }
 
 static void run_parent(void) {
+  atomic_store(&cprof__pid_cache, (int)getpid());
   for (size_t i = 0; i < forked_count; i++)
     if (table[i].parent) table[i].parent();
   cprof__unlock(&register_lock);
 }
 
 static void run_child(void) {
+  atomic_store(&cprof__pid_cache, (int)getpid());
   atomic_store(&child_running, true);
   pthread_mutex_init(&register_lock, NULL);
   for (size_t i = 0; i < forked_count; i++)
@@ -52,7 +57,10 @@ static void run_child(void) {
   atomic_store(&child_running, false);
 }
 
+_Atomic int cprof__pid_cache;
+
 static void first(void) {
+  atomic_store(&cprof__pid_cache, (int)getpid());
   table[0] = (handlers){cprof__own_atfork_prepare, cprof__own_atfork_parent,
                         cprof__own_atfork_child};
   atomic_store(&count, 1);

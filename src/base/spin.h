@@ -38,9 +38,23 @@ typedef struct {
  *                         the parent's prepare handler left held, unless a
  *                         taker in the child already took it over
  */
+/* The process's pid, kept by base/fork.c so that taking a lock costs no
+ * system call: 0 (ask the kernel) from a fork's prepare handlers until
+ * its parent or child handlers, so that a fork handler registered before
+ * cprof's, running first in the child, sees the child's pid. A child of
+ * _Fork or of a raw clone, where no handler runs, still holds its
+ * parent's pid here: a taker that finds the lock held asks the kernel
+ * again before it waits (spin_lock), so such a child takes over a lock
+ * its parent's thread held instead of waiting on itself. */
+extern _Atomic int cprof__pid_cache;
+
 #define CPROF__SPIN_FUNCTIONS(ATTR)                                        \
-  ATTR static int spin_pid(void) {                                          \
+  ATTR static int spin_real_pid(void) {                                     \
     return (int)cprof__sys4(SYS_getpid, 0, 0, 0, 0);                        \
+  }                                                                         \
+  ATTR static int spin_pid(void) {                                          \
+    int p = atomic_load_explicit(&cprof__pid_cache, memory_order_relaxed);  \
+    return p ? p : spin_real_pid();                                         \
   }                                                                         \
   ATTR static bool spin_try_as(cprof__spin *l, int me) {                    \
     int cur = 0;                                                            \
@@ -53,10 +67,14 @@ typedef struct {
                             memory_order_relaxed);                          \
   }                                                                         \
   ATTR __attribute__((unused)) static bool spin_trylock(cprof__spin *l) {   \
-    return spin_try_as(l, spin_pid());                                      \
+    int me = spin_pid(), real;                                              \
+    return spin_try_as(l, me) ||                                            \
+           ((real = spin_real_pid()) != me && spin_try_as(l, real));         \
   }                                                                         \
   ATTR static void spin_lock(cprof__spin *l) {                              \
     int me = spin_pid();                                                    \
+    if (spin_try_as(l, me)) return;                                         \
+    me = spin_real_pid();                                                   \
     while (!spin_try_as(l, me)) sched_yield();                              \
   }                                                                         \
   ATTR static void spin_unlock(cprof__spin *l) {                            \
@@ -64,7 +82,7 @@ typedef struct {
   }                                                                         \
   ATTR static void spin_release_stale(cprof__spin *l) {                     \
     int cur = atomic_load_explicit(&l->owner, memory_order_relaxed);        \
-    if (cur != 0 && cur != spin_pid())                                      \
+    if (cur != 0 && cur != spin_real_pid())                                 \
       atomic_compare_exchange_strong_explicit(                              \
           &l->owner, &cur, 0, memory_order_release, memory_order_relaxed);  \
   }
