@@ -34,7 +34,13 @@ struct cprof__agg {
   size_t map_len;
   _Atomic size_t used;
   _Atomic uint64_t drops;
+  /* One bit per GROUP slots that hold a key: the scans (foreach, clear)
+   * visit only those, so a table mostly empty costs no fault on its
+   * untouched pages (a fork child that dumps scanned all of them, 2 ms). */
+  _Atomic uint64_t groups[];
 };
+
+#define GROUP ((size_t)512) /* a page of keys */
 
 cprof__agg *cprof__agg_new(size_t nvalues, size_t capacity) {
   if (nvalues == 0 || nvalues > CPROF__AGG_MAX_VALUES || capacity == 0 ||
@@ -43,7 +49,8 @@ cprof__agg *cprof__agg_new(size_t nvalues, size_t capacity) {
   size_t nslots = 4;
   while (nslots < capacity + capacity / 3 + 1) nslots <<= 1;
 
-  cprof__agg *a = cprof__calloc(1, sizeof(*a));
+  size_t words = (nslots / GROUP + 63) / 64 + 1;
+  cprof__agg *a = cprof__calloc(1, sizeof(*a) + words * sizeof(uint64_t));
   if (!a) return NULL;
   a->nvalues = nvalues;
   a->capacity = capacity;
@@ -109,6 +116,9 @@ CPROF__SIGNAL_SAFE bool cprof__agg_add(cprof__agg *a, cprof__stack_id sid, uint3
                                                   memory_order_relaxed,
                                                   memory_order_relaxed)) {
         atomic_fetch_add_explicit(&a->used, 1, memory_order_relaxed);
+        atomic_fetch_or_explicit(&a->groups[i / GROUP / 64],
+                                 (uint64_t)1 << (i / GROUP % 64),
+                                 memory_order_relaxed);
         add_at(a, i, vals);
         return true;
       }
@@ -122,24 +132,39 @@ CPROF__SIGNAL_SAFE bool cprof__agg_add(cprof__agg *a, cprof__stack_id sid, uint3
   return drop(a);
 }
 
+static bool group_used(const cprof__agg *a, size_t g) {
+  return (atomic_load_explicit(&((cprof__agg *)a)->groups[g / 64],
+                               memory_order_relaxed) >>
+          (g % 64)) &
+         1;
+}
+
 void cprof__agg_foreach(cprof__agg *a,
                         void (*cb)(cprof__stack_id sid, uint32_t tag,
                                    const int64_t *vals, void *ctx),
                         void *ctx) {
   int64_t vals[CPROF__AGG_MAX_VALUES];
-  for (size_t i = 0; i < a->nslots; i++) {
-    uint64_t key = atomic_load_explicit(&a->keys[i], memory_order_relaxed);
-    if (key == 0) continue;
-    for (size_t j = 0; j < a->nvalues; j++)
-      vals[j] = atomic_load_explicit(&a->vals[i * a->nvalues + j],
-                                     memory_order_relaxed);
-    cb((cprof__stack_id)(key >> 32), (uint32_t)key, vals, ctx);
+  for (size_t g = 0; g * GROUP < a->nslots; g++) {
+    if (!group_used(a, g)) continue;
+    size_t end = (g + 1) * GROUP < a->nslots ? (g + 1) * GROUP : a->nslots;
+    for (size_t i = g * GROUP; i < end; i++) {
+      uint64_t key = atomic_load_explicit(&a->keys[i], memory_order_relaxed);
+      if (key == 0) continue;
+      for (size_t j = 0; j < a->nvalues; j++)
+        vals[j] = atomic_load_explicit(&a->vals[i * a->nvalues + j],
+                                       memory_order_relaxed);
+      cb((cprof__stack_id)(key >> 32), (uint32_t)key, vals, ctx);
+    }
   }
 }
 
 void cprof__agg_clear(cprof__agg *a) {
-  for (size_t i = 0; i < a->nslots * a->nvalues; i++)
-    atomic_store_explicit(&a->vals[i], 0, memory_order_relaxed);
+  for (size_t g = 0; g * GROUP < a->nslots; g++) {
+    if (!group_used(a, g)) continue;
+    size_t end = (g + 1) * GROUP < a->nslots ? (g + 1) * GROUP : a->nslots;
+    for (size_t i = g * GROUP * a->nvalues; i < end * a->nvalues; i++)
+      atomic_store_explicit(&a->vals[i], 0, memory_order_relaxed);
+  }
 }
 
 uint64_t cprof__agg_drops(const cprof__agg *a) {
