@@ -38,6 +38,7 @@
 #include "source/contention.h"
 #include "sink/dump.h"
 #include "base/env.h"
+#include "encode/debug_cache.h"
 #include "exit.h"
 #include "source/heap.h"
 #include "sink/http.h"
@@ -322,6 +323,7 @@ static void check_settings(void) {
   cprof__cpu_env_init();
   cprof__goroutine_env_init();
   cprof__task_sample_env_init();
+  cprof__debug_cache_env_init();
 }
 
 __attribute__((constructor)) static void cprof__init(void) {

@@ -36,6 +36,8 @@
   X(CPROF_PUSH_BASIC_AUTH, "the pusher's basic auth user:password")           \
   X(CPROF_PUSH_TENANT, "the pusher's X-Scope-OrgID")                         \
   X(CPROF_PUSH_PROFILES, "the profiles the pusher sends")                   \
-  X(CPROF_MAX_PROFILE_SIZE, "the largest profile the cprof command reads")
+  X(CPROF_MAX_PROFILE_SIZE, "the largest profile the cprof command reads")  \
+  X(CPROF_DEBUG_CACHE, "where inflated debug files are kept (or off)")       \
+  X(CPROF_DEBUG_CACHE_MB, "the debug cache's bound in MiB (0: off)")
 
 #endif

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -42,6 +43,7 @@
 #include "base/dynload.h"
 #include "base/env.h"
 #include "base/hmap.h"
+#include "encode/debug_cache.h"
 #include "encode/maps.h"
 #include "base/mem.h"
 #include "capture/cfi.h"
@@ -135,6 +137,7 @@ static struct {
   demangle_fn demangle;
   struct module_syms *modsyms; /* a list, one per module looked up */
   cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
+  struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
   /* An image resolved offline (cprof__sym_scan_image): "memory" is read
    * from its loadable segments, never from the process. */
   const unsigned char *image;
@@ -346,6 +349,31 @@ static int take_file(int fd, const char *path, const struct stat *st,
   return fd;
 }
 
+/* Hands libdw a debug file found at path and open at fd, whose build ID
+ * is bits[0..n) (n 0 when it has none): its inflated copy from the debug
+ * cache (debug_cache.h) when its sections are compressed and the cache
+ * serves it, else the file itself. libdw is told the original path either
+ * way (a dwz alternate file's relative link is resolved from it); the file
+ * watched is the one mapped. */
+static int take_debug_file(int fd, const char *path, const struct stat *st,
+                           const unsigned char *bits, int n, char **found) {
+  char cpath[4096];
+  struct stat cst;
+  int c = n > 0 ? cprof__debug_cache_open(fd, st, bits, n, cpath, sizeof cpath,
+                                          &cst)
+                : -1;
+  if (c >= 0 && !file_has_build_id(c, bits, n)) {
+    close(c);
+    cprof__debug_cache_drop(bits, n);
+    c = -1;
+  }
+  if (c < 0) return take_file(fd, path, st, found);
+  close(fd);
+  if (found) *found = strdup(path); /* libdw frees it with free */
+  watch_file(cpath, &cst);
+  return c;
+}
+
 /* The file of the build-id tree named by bits[0..n), when it exists, is a
  * regular file (through the tree's links) and has that build ID. */
 static int open_by_build_id(const unsigned char *bits, int n, char **found) {
@@ -364,7 +392,7 @@ static int open_by_build_id(const unsigned char *bits, int n, char **found) {
     close(fd);
     return -1;
   }
-  return take_file(fd, path, &st, found);
+  return take_debug_file(fd, path, &st, bits, n, found);
 }
 
 /* Opens dir/name when it exists, is a regular file, is not the object
@@ -384,7 +412,10 @@ static int try_debug_file(Dwfl_Module *mod, const struct stat *main_st,
     close(fd);
     return -1;
   }
-  return take_file(fd, path, &st, found);
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = libdw.dwfl_module_build_id(mod, &bits, &vaddr);
+  return take_debug_file(fd, path, &st, bits, n > 0 ? n : 0, found);
 }
 
 /* The .gnu_debuglink search for the object at file, in libdw's order:
@@ -648,6 +679,7 @@ static void drop_state(void) {
   S.nmaps = 0;
   S.ready = false;
   cprof__hmap_free(&S.callees);
+  S.hdr_copies = NULL;
 }
 
 /* Moves the mapping of /proc/self/exe to index 0, keeping the rest in
@@ -1136,6 +1168,73 @@ static bool read_mem(uint64_t addr, void *out, size_t len) {
  * is understood (the table datarel sdata4); false otherwise, or when no
  * FDE covers pc.
  */
+/* An object's .eh_frame_hdr with its search table, copied whole on its
+ * first use by one read: a binary search through the fault-free reader
+ * costs a system call a step, 100 ms of a stripped compiler's exit dump
+ * (cc1plus, 5,000 addresses). Kept in the arena, with the session. */
+typedef struct hdr_copy {
+  struct hdr_copy *next;
+  uint64_t addr;
+  size_t len;
+  unsigned char *data; /* NULL: the table could not be copied */
+} hdr_copy;
+
+/* The largest table copied (about 8 million functions); a larger one is
+ * searched where it is loaded. */
+#define MAX_HDR_COPY ((size_t)64 << 20)
+
+static const hdr_copy *hdr_reading; /* the copy read_hdr serves from */
+
+static bool read_hdr(uint64_t addr, void *out, size_t len) {
+  const hdr_copy *c = hdr_reading;
+  if (c && c->data && addr >= c->addr && addr - c->addr <= c->len &&
+      len <= c->len - (addr - c->addr)) {
+    memcpy(out, c->data + (addr - c->addr), len);
+    return true;
+  }
+  return read_mem(addr, out, len);
+}
+
+/* len bytes at addr by one read, fault-free: from the image being scanned,
+ * or through process_vm_readv, which copies them or fails (the fault-free
+ * reader reads 64 bytes at most). */
+static bool read_bulk(uint64_t addr, void *out, size_t len) {
+  if (S.image) return read_image(addr, out, len);
+  if (addr < 4096 || addr > UINTPTR_MAX - len) return false;
+  struct iovec local = {out, len}, remote = {(void *)(uintptr_t)addr, len};
+  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len;
+}
+
+static const hdr_copy *hdr_copy_of(uint64_t hdr) {
+  for (const hdr_copy *c = S.hdr_copies; c; c = c->next)
+    if (c->addr == hdr) return c;
+  hdr_copy *c = arena_alloc(sizeof *c);
+  if (!c) return NULL;
+  *c = (hdr_copy){S.hdr_copies, hdr, 0, NULL};
+  S.hdr_copies = c;
+  /* The header (version, two encodings, the table's encoding, then
+   * eh_frame_ptr and fde_count in the pointer encoding's size) says how
+   * long the table is; only the sdata4 table every linker writes. */
+  unsigned char h[4];
+  uint32_t count;
+  size_t ptr_size = 0;
+  if (read_mem(hdr, h, sizeof h) && h[0] == 1 && h[3] == 0x3b)
+    ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
+               : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
+                   ? 8
+                   : 0;
+  if (!ptr_size || !read_mem(hdr + 4 + ptr_size, &count, sizeof count) ||
+      count > (MAX_HDR_COPY - 16) / 8)
+    return c;
+  size_t len = 4 + ptr_size + 4 + 8 * (size_t)count;
+  unsigned char *data = arena_alloc(len);
+  if (data && read_bulk(hdr, data, len)) {
+    c->data = data;
+    c->len = len;
+  }
+  return c;
+}
+
 static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
   GElf_Addr bias = 0;
   Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
@@ -1147,7 +1246,11 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
     if (libelf.gelf_getphdr(elf, (int)i, &ph) && ph.p_type == PT_GNU_EH_FRAME)
       hdr = bias + ph.p_vaddr;
   }
-  return cprof__eh_hdr_fde_start(hdr, pc, start, read_mem);
+  if (!hdr) return false;
+  hdr_reading = hdr_copy_of(hdr);
+  bool found = cprof__eh_hdr_fde_start(hdr, pc, start, read_hdr);
+  hdr_reading = NULL;
+  return found;
 }
 
 /* The GOT slot a PLT stub at addr jumps through (declared here, defined
