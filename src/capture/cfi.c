@@ -68,6 +68,7 @@
 #include <time.h>
 
 #include "base/fork.h"
+#include "base/lock.h"
 #include "capture/cfi.h"
 #include "capture/stack.h"
 #include "base/mem.h"
@@ -1410,10 +1411,43 @@ static int hdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1;
 }
 
+/* Bumped by every refresh that publishes a new index. */
+static _Atomic uint64_t generation;
+
+/* Answers of cprof__cfi_fde_start by pc, for objects the index lists,
+ * until the index changes (the generation is part of the key): a
+ * bisection costs two system calls a step, and the goroutine profile asks
+ * for the same few hundred pcs at every request (67% of its time). Taken
+ * with a trylock only: a thread that finds it busy computes the answer
+ * itself; a fork child starts with it free (atfork_child). */
+#define FDE_CACHE 4096
+static struct {
+  uint64_t gen; /* generation + 1; 0: empty */
+  uintptr_t pc, start;
+  bool found;
+} fde_cache[FDE_CACHE];
+static pthread_mutex_t fde_cache_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t fde_slot(uintptr_t pc) {
+  return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15ull) >> 52) % FDE_CACHE;
+}
+
 bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
+  const uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
+  const size_t slot = fde_slot(pc);
+  if (cprof__trylock(&fde_cache_mu) == 0) {
+    bool hit = fde_cache[slot].gen == gen + 1 && fde_cache[slot].pc == pc;
+    bool found = fde_cache[slot].found;
+    uintptr_t first = fde_cache[slot].start;
+    cprof__unlock(&fde_cache_mu);
+    if (hit) {
+      if (found) *start = first;
+      return found;
+    }
+  }
   const cprof__cfi_index *idx = cprof__cfi_read_begin();
   const index_entry *e = index_lookup(idx, pc);
-  uint64_t hdr = 0, first;
+  uint64_t hdr = 0, first = 0;
   if (e) {
     const cfi_object *o = idx->objs[e - idx->e];
     if (o->hdr) hdr = (uint64_t)o->base + o->hdr;
@@ -1426,7 +1460,15 @@ bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
     dl_iterate_phdr(hdr_cb, &q);
     hdr = q.hdr;
   }
-  if (!cprof__eh_hdr_fde_start(hdr, pc, &first, read_loaded)) return false;
+  bool found = cprof__eh_hdr_fde_start(hdr, pc, &first, read_loaded);
+  if (e && cprof__trylock(&fde_cache_mu) == 0) {
+    fde_cache[slot].gen = gen + 1;
+    fde_cache[slot].pc = pc;
+    fde_cache[slot].start = (uintptr_t)first;
+    fde_cache[slot].found = found;
+    cprof__unlock(&fde_cache_mu);
+  }
+  if (!found) return false;
   *start = (uintptr_t)first;
   return true;
 }
@@ -1492,6 +1534,7 @@ static void atfork_parent(void) { unlock_writer(); }
 
 static void atfork_child(void) {
   atomic_store_explicit(&readers, 0, memory_order_seq_cst);
+  pthread_mutex_init(&fde_cache_mu, NULL);
   spin_release_stale(&writer_lock);
 }
 
@@ -1830,9 +1873,6 @@ static cprof__cfi_index *make_index(scan_ctx *ctx) {
   return idx;
 }
 #endif
-
-/* Bumped by every refresh that publishes a new index. */
-static _Atomic uint64_t generation;
 
 uint64_t cprof__cfi_generation(void) {
   return atomic_load_explicit(&generation, memory_order_acquire);
