@@ -165,9 +165,6 @@ int cprof_profile_write(const char *name, int debug, const cprof_sink *sink) {
   if (!sink || !sink->write || debug < 0) return CPROF_EINVAL;
   const cprof__profile_def *def = cprof__profile_find(name);
   if (!def || def->window) return CPROF_ENOPROFILE;
-  /* Objects loaded since the last profile get their unwind tables now,
-   * before the stacks are collected and walked. */
-  cprof__stack_refresh();
   cprof__records recs = {0};
   CPROF__TASK_ENTER(entry);
   int err = def->collect(&recs);
