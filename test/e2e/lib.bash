@@ -261,6 +261,22 @@ skip_check() {
   echo "skipped in part: $*" >>"$CPROFTEST_TMP/skips/$name"
 }
 
+# as_addr2line NAME DIR LABEL ORIGINAL: every location of $TMP/NAME.cpu.raw
+# and $TMP/NAME.heap.raw (go tool pprof -raw -symbolize=none output of a
+# copy of ORIGINAL at $TMP/DIR/prog) is what addr2line -i gives for
+# ORIGINAL, the unstripped program (test/e2e/addr2line_check.py).
+as_addr2line() {
+  local name=$1 dir=$2 label=$3 original=$4
+  sed "s#$TMP/$dir/prog#$original#" "$TMP/$name.cpu.raw" >"$TMP/$name.orig.raw"
+  sed "s#$TMP/$dir/prog#$original#" "$TMP/$name.heap.raw" >"$TMP/$name.orig-heap.raw"
+  python3 "$CPROFTEST_SRC/test/e2e/addr2line_check.py" "$TMP/$name.orig.raw" \
+    "$TMP/$name.orig-heap.raw" >"$TMP/$name.check" ||
+    { cat "$TMP/$name.check" >&2; fail "$label: locations differ from addr2line on the unstripped program"; }
+  checks=$((checks + 1))
+  echo "ok: $label: as addr2line -i on the unstripped program ($(tail -1 "$TMP/$name.check"))"
+}
+
+
 # Ends the test: it fails when it ran no check at all (a test that checks
 # nothing would pass on any machine).
 finish() {

@@ -117,12 +117,7 @@ hot_line() {
 # some libc location has a line, from libc's file in the build-id tree.
 same_as() {
   local name=$1 dir=$2 label=$3 original=$4
-  sed "s#$TMP/$dir/prog#$original#" "$TMP/$name.cpu.raw" >"$TMP/$name.orig.raw"
-  sed "s#$TMP/$dir/prog#$original#" "$TMP/$name.heap.raw" >"$TMP/$name.orig-heap.raw"
-  python3 "$checker" "$TMP/$name.orig.raw" "$TMP/$name.orig-heap.raw" >"$TMP/$name.check" ||
-    { cat "$TMP/$name.check" >&2; fail "$label: locations differ from addr2line on the unstripped program"; }
-  checks=$((checks + 1))
-  echo "ok: $label: as addr2line -i on the unstripped program ($(tail -1 "$TMP/$name.check"))"
+  as_addr2line "$name" "$dir" "$label" "$original"
   if [ -n "$libc_debug" ] && [ -f "$libc_debug" ]; then
     awk '/^Mappings/ {m = 1} m && / \/[^ ]*\/libc\.so\.6 / {sub(":", "", $1); id = $1}
       !m && / M=[0-9]+ / {loc[++n] = $0}
