@@ -192,6 +192,7 @@ int cprof__debug_cache_inflate(const unsigned char *image, size_t len,
   unsigned long long total = (len + 15) & ~15ull;
   size_t compressed = 0;
   int rc = -1;
+  if (total > max) goto done;
   for (size_t i = 0; i < nsh; i++) {
     if (!(sh[i].sh_flags & SHF_COMPRESSED) || sh[i].sh_type == SHT_NOBITS)
       continue;
@@ -209,7 +210,7 @@ int cprof__debug_cache_inflate(const unsigned char *image, size_t len,
     rc = 0;
     goto done;
   }
-  if (total > max - nsh * sizeof *sh) goto done;
+  if (nsh * sizeof *sh > max || total > max - nsh * sizeof *sh) goto done;
   if (out < 0) { /* only asked whether there is a copy to write */
     rc = 1;
     goto done;

@@ -1179,9 +1179,9 @@ typedef struct hdr_copy {
   unsigned char *data; /* NULL: the table could not be copied */
 } hdr_copy;
 
-/* The largest table copied (about 8 million functions); a larger one is
+/* The largest table copied (about 2 million functions); a larger one is
  * searched where it is loaded. */
-#define MAX_HDR_COPY ((size_t)64 << 20)
+#define MAX_HDR_COPY ((size_t)16 << 20)
 
 static const hdr_copy *hdr_reading; /* the copy read_hdr serves from */
 
