@@ -1421,11 +1421,14 @@ static _Atomic uint64_t generation;
  * with a trylock only: a thread that finds it busy computes the answer
  * itself; a fork child starts with it free (atfork_child). */
 #define FDE_CACHE 4096
-static struct {
+typedef struct {
   uint64_t gen; /* generation + 1; 0: empty */
   uintptr_t pc, start;
   bool found;
-} fde_cache[FDE_CACHE];
+} fde_entry;
+/* Allocated by the first lookup (128 KiB): a program that never asks
+ * keeps that much address space, which a ulimit -v may count. */
+static fde_entry *fde_cache;
 static pthread_mutex_t fde_cache_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static size_t fde_slot(uintptr_t pc) {
@@ -1436,9 +1439,11 @@ bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
   const uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
   const size_t slot = fde_slot(pc);
   if (cprof__trylock(&fde_cache_mu) == 0) {
-    bool hit = fde_cache[slot].gen == gen + 1 && fde_cache[slot].pc == pc;
-    bool found = fde_cache[slot].found;
-    uintptr_t first = fde_cache[slot].start;
+    if (!fde_cache) fde_cache = cprof__calloc(FDE_CACHE, sizeof *fde_cache);
+    bool hit = fde_cache && fde_cache[slot].gen == gen + 1 &&
+               fde_cache[slot].pc == pc;
+    bool found = hit && fde_cache[slot].found;
+    uintptr_t first = hit ? fde_cache[slot].start : 0;
     cprof__unlock(&fde_cache_mu);
     if (hit) {
       if (found) *start = first;
@@ -1462,10 +1467,8 @@ bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
   }
   bool found = cprof__eh_hdr_fde_start(hdr, pc, &first, read_loaded);
   if (e && cprof__trylock(&fde_cache_mu) == 0) {
-    fde_cache[slot].gen = gen + 1;
-    fde_cache[slot].pc = pc;
-    fde_cache[slot].start = (uintptr_t)first;
-    fde_cache[slot].found = found;
+    if (fde_cache)
+      fde_cache[slot] = (fde_entry){gen + 1, pc, (uintptr_t)first, found};
     cprof__unlock(&fde_cache_mu);
   }
   if (!found) return false;

@@ -34,6 +34,9 @@
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool cache_on;
 static bool cache_named; /* by CPROF_DEBUG_CACHE, not the default */
+/* How much of cache_dir must exist already: its parent when named, $HOME,
+ * or $XDG_CACHE_HOME's parent. Only what lies below is made. */
+static size_t cache_base_len;
 static char cache_dir[PATH_MAX];
 static unsigned long long cache_max; /* bytes */
 
@@ -55,16 +58,23 @@ static void read_settings(void) {
     }
     len = snprintf(cache_dir, sizeof cache_dir, "%s", v);
     cache_named = true;
+    const char *slash = strrchr(v, '/');
+    cache_base_len = (size_t)(slash - v);
   } else {
     const char *xdg = getenv("XDG_CACHE_HOME");
     const char *home = getenv("HOME");
-    if (xdg && xdg[0] == '/')
+    if (xdg && xdg[0] == '/') {
       len = snprintf(cache_dir, sizeof cache_dir, "%s/cprof/debug", xdg);
-    else if (home && home[0] == '/')
+      const char *slash = strrchr(xdg, '/');
+      cache_base_len = (size_t)(slash - xdg);
+    } else if (home && home[0] == '/') {
       len = snprintf(cache_dir, sizeof cache_dir, "%s/.cache/cprof/debug",
                      home);
+      cache_base_len = strlen(home);
+    }
   }
   if (len <= 0 || (size_t)len >= sizeof cache_dir) return;
+  if (cache_base_len == 0) cache_base_len = 1; /* "/" */
   cache_max = (unsigned long long)mb << 20;
   cache_on = true;
 }
@@ -76,9 +86,17 @@ static bool owned(const struct stat *st) {
   return st->st_uid == geteuid() && (st->st_mode & (S_IWGRP | S_IWOTH)) == 0;
 }
 
-/* Creates the missing directories of path, each 0700 (the XDG rule). */
-static void make_dirs(char *path) {
-  for (char *p = path + 1; *p; p++) {
+/* Creates the missing directories of path below its first base bytes,
+ * each 0700 (the XDG rule), when those exist as a directory: a HOME that
+ * does not exist is never made. */
+static void make_dirs(char *path, size_t base) {
+  struct stat st;
+  char keep = path[base];
+  path[base] = '\0';
+  bool there = stat(base ? path : "/", &st) == 0 && S_ISDIR(st.st_mode);
+  path[base] = keep;
+  if (!there) return;
+  for (char *p = path + base + 1; *p; p++) {
     if (*p != '/') continue;
     *p = '\0';
     (void)mkdir(path, 0700);
@@ -97,7 +115,7 @@ static int open_dir(void) {
   if (d < 0 && errno == ENOENT) {
     char copy[PATH_MAX];
     memcpy(copy, cache_dir, sizeof copy);
-    make_dirs(copy);
+    make_dirs(copy, cache_base_len);
     d = open(cache_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
   struct stat st;

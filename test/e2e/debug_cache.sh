@@ -46,10 +46,10 @@ has_lines() {
 
 cache=$TMP/cache/debug
 entry=$cache/$bid.debug
+mkdir "$TMP/cache"
 run first CPROF_DEBUG_CACHE="$cache"
 [ -f "$entry" ] || fail "no cache entry $entry after the first run ($(ls -la "$cache" 2>&1))"
 [ "$(stat -c %a "$cache")" = 700 ] || fail "the cache directory is $(stat -c %a "$cache"), not 700"
-[ "$(stat -c %a "$TMP/cache")" = 700 ] || fail "the directory made above the cache is $(stat -c %a "$TMP/cache"), not 700"
 [ "$(stat -c %a "$entry")" = 600 ] || fail "the entry is $(stat -c %a "$entry"), not 600"
 readelf -SW "$entry" >"$TMP/entry.sections" 2>/dev/null
 expect_match "$TMP/entry.sections" '\.debug_info ' "the entry has .debug_info"
@@ -117,8 +117,13 @@ run home -u CPROF_DEBUG_CACHE -u XDG_CACHE_HOME HOME="$TMP/h-home"
 [ "$(stat -c %a "$TMP/h-home/.cache")" = 700 ] || fail "\$HOME/.cache was made $(stat -c %a "$TMP/h-home/.cache"), not 700"
 run xdg -u CPROF_DEBUG_CACHE XDG_CACHE_HOME="$TMP/h-xdg" HOME="$TMP/h-home"
 [ -f "$TMP/h-xdg/cprof/debug/$bid.debug" ] || fail "no entry under \$XDG_CACHE_HOME/cprof/debug"
-run nohome -u CPROF_DEBUG_CACHE -u XDG_CACHE_HOME HOME=/nonexistent/home
+run nohome -u CPROF_DEBUG_CACHE -u XDG_CACHE_HOME HOME="$TMP/missing/home"
 [ -s "$TMP/nohome.err" ] && fail "a HOME that does not exist printed: $(cat "$TMP/nohome.err")"
+[ -e "$TMP/missing" ] && fail "a HOME that does not exist was made"
+run noparent CPROF_DEBUG_CACHE="$TMP/missing/cache"
+[ -e "$TMP/missing" ] && fail "a named directory's missing parent was made"
+expect_match "$TMP/noparent.err" "^cprof: debug cache \"$TMP/missing/cache\": not a directory" \
+  "a named directory whose parent does not exist is refused in one line"
 run none CPROF_DEBUG_CACHE=off HOME="$TMP/h-none"
 [ -e "$TMP/h-none" ] && fail "CPROF_DEBUG_CACHE=off made $TMP/h-none"
 run zero CPROF_DEBUG_CACHE="$TMP/c-zero" CPROF_DEBUG_CACHE_MB=0
