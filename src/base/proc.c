@@ -42,9 +42,42 @@ ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
   return (ssize_t)len;
 }
 
+/* The calling thread's batch (cprof__proc_tids_batch): its one listing,
+ * taken by the first call inside it. */
+static __thread struct {
+  bool on;
+  pid_t *tids;
+  size_t n;
+} batch;
+
+void cprof__proc_tids_batch_begin(void) { batch.on = true; }
+
+void cprof__proc_tids_batch_end(void) {
+  cprof__free(batch.tids);
+  batch.tids = NULL;
+  batch.n = 0;
+  batch.on = false;
+}
+
+static int list_tids(pid_t **out, size_t *count);
+
+int cprof__proc_tids(pid_t **out, size_t *count) {
+  if (!batch.on) return list_tids(out, count);
+  if (!batch.tids) {
+    int err = list_tids(&batch.tids, &batch.n);
+    if (err) return err;
+  }
+  pid_t *v = cprof__malloc((batch.n ? batch.n : 1) * sizeof *v);
+  if (!v) return CPROF_ENOMEM;
+  memcpy(v, batch.tids, batch.n * sizeof *v);
+  *out = v;
+  *count = batch.n;
+  return 0;
+}
+
 /* Read with getdents64 into a buffer on the stack: opendir's own buffer
  * is 32 KiB of the process's heap per listing. */
-int cprof__proc_tids(pid_t **out, size_t *count) {
+static int list_tids(pid_t **out, size_t *count) {
   int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return CPROF_ESYS;
   size_t cap = 64, n = 0;

@@ -22,6 +22,13 @@ CPROF__HIDDEN ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
  * cprof__free) and *count. Returns 0, CPROF_ESYS or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__proc_tids(pid_t **out, size_t *count);
 
+/* Between begin and end, cprof__proc_tids on the calling thread answers
+ * from one listing, taken by its first call: for a page that counts
+ * threads several ways (the index: the goroutine and threadcreate counts)
+ * at one instant, at the cost of one listing. */
+CPROF__HIDDEN void cprof__proc_tids_batch_begin(void);
+CPROF__HIDDEN void cprof__proc_tids_batch_end(void);
+
 /* Thread tid's name (/proc/self/task/TID/comm, without the newline) in
  * out; false when it cannot be read (the thread is gone). */
 CPROF__HIDDEN bool cprof__proc_thread_name(pid_t tid, char *out, size_t len);
