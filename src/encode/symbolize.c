@@ -567,13 +567,27 @@ static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
  * answer. A failure is reported once, on stderr, and symbolization stays
  * off: every session then fails to open, as when dwfl_begin fails. Called
  * with the symbolizer's lock held. */
+/*
+ * The symbolizer's calls into the dynamic loader (dlopen of libdw,
+ * dlsym, dl_iterate_phdr) hold loader_mu, which fork takes after the
+ * symbolizer's own lock: glibc's fork takes none of the loader's locks,
+ * so a child forked while another thread is inside one of those calls
+ * inherits the loader's lock held and hangs at its next dlopen or
+ * dl_iterate_phdr (a fork child's exit dump, when fork had given up
+ * waiting for the parent's dumper to finish symbolizing). Each call is
+ * short. Taken only with the symbolizer's lock held.
+ */
+static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static bool load_libdw(void) {
   static bool warned;
   cprof__dynlib *failed = NULL;
+  cprof__lock(&loader_mu);
   if (cprof__dynload(&libdw_lib) != 0)
     failed = &libdw_lib;
   else if (cprof__dynload(&libelf_lib) != 0)
     failed = &libelf_lib;
+  cprof__unlock(&loader_mu);
   if (!failed) return true;
   if (!warned) {
     warned = true;
@@ -808,13 +822,20 @@ static void sym_before_fork(void) {
   held_at_fork = ((int (*)(pthread_mutex_t *, const struct timespec *))
                       cprof__real(CPROF__F_MUTEX_TIMEDLOCK))(&sym_mu,
                                                              &until) == 0;
+  /* After the symbolizer's lock, as every other taker of loader_mu: when
+   * fork holds the former, nobody holds the latter; when a lookup
+   * outlasted the wait, fork waits here only for its loader call in
+   * progress, and the lookup's next one waits for the fork. */
+  cprof__lock(&loader_mu);
 }
 
 static void sym_parent_after_fork(void) {
+  cprof__unlock(&loader_mu);
   if (held_at_fork) cprof__unlock(&sym_mu);
 }
 
 static void sym_child_after_fork(void) {
+  cprof__unlock(&loader_mu);
   if (held_at_fork) {
     cprof__unlock(&sym_mu);
     return;
@@ -864,7 +885,9 @@ static int collect_maps(const char *text, size_t len) {
 int cprof__sym_refresh(void) {
   unsigned long long counts[2] = {0, 0};
   cprof__guard_enter();
+  cprof__lock(&loader_mu);
   dl_iterate_phdr(loader_counts_cb, counts);
+  cprof__unlock(&loader_mu);
   cprof__guard_exit();
   int64_t now = cprof__mono_ns();
   /* A file libdw maps that shrank would fault where its pages are gone:
@@ -889,7 +912,9 @@ int cprof__sym_refresh(void) {
   drop_state();
   cprof_buf_free(&S.signature);
   cprof__guard_enter();
+  cprof__lock(&loader_mu);
   S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  cprof__unlock(&loader_mu);
   cprof__guard_exit();
   err = collect_maps(text, len);
   if (err) goto out;
