@@ -568,26 +568,26 @@ static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
  * off: every session then fails to open, as when dwfl_begin fails. Called
  * with the symbolizer's lock held. */
 /*
- * The symbolizer's calls into the dynamic loader (dlopen of libdw,
- * dlsym, dl_iterate_phdr) hold loader_mu, which fork takes after the
- * symbolizer's own lock: glibc's fork takes none of the loader's locks,
- * so a child forked while another thread is inside one of those calls
- * inherits the loader's lock held and hangs at its next dlopen or
- * dl_iterate_phdr (a fork child's exit dump, when fork had given up
- * waiting for the parent's dumper to finish symbolizing). Each call is
- * short. Taken only with the symbolizer's lock held.
+ * The symbolizer's calls into the dynamic loader (dlsym, dl_iterate_phdr)
+ * hold loader_mu, which fork takes after the symbolizer's own lock:
+ * glibc's fork takes none of the loader's locks, so a child forked while
+ * another thread is inside one of those calls inherits the loader's lock
+ * held and hangs at its next dlopen or dl_iterate_phdr (a fork child's
+ * exit dump, when fork had given up waiting for the parent's dumper to
+ * finish symbolizing). Each call is short. Taken only with the
+ * symbolizer's lock held. Loading libdw is not covered: cprof__dynload
+ * registers fork handlers on its first call, under fork's own
+ * registration lock, which fork holds while it takes this one.
  */
 static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static bool load_libdw(void) {
   static bool warned;
   cprof__dynlib *failed = NULL;
-  cprof__lock(&loader_mu);
   if (cprof__dynload(&libdw_lib) != 0)
     failed = &libdw_lib;
   else if (cprof__dynload(&libelf_lib) != 0)
     failed = &libelf_lib;
-  cprof__unlock(&loader_mu);
   if (!failed) return true;
   if (!warned) {
     warned = true;
