@@ -1340,20 +1340,28 @@ CPROF__SIGNAL_SAFE bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintp
 /* The first address of the function holding pc, by bisection of the
  * search table of the .eh_frame_hdr at hdr, read through rd. Only the
  * encoding every linker writes is understood (the table datarel sdata4). */
-bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
-                             bool (*rd)(uint64_t addr, void *out,
-                                        size_t len)) {
+bool cprof__eh_hdr_table(uint64_t hdr,
+                         bool (*rd)(uint64_t addr, void *out, size_t len),
+                         uint64_t *table, uint32_t *count) {
   unsigned char h[4];
   if (!hdr || !rd(hdr, h, sizeof h) || h[0] != 1) return false;
   size_t ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
                     : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
                         ? 8
                         : 0;
-  uint32_t count;
   if (!ptr_size || h[2] != 0x03 || h[3] != 0x3b ||
-      !rd(hdr + 4 + ptr_size, &count, sizeof count) || count == 0)
+      !rd(hdr + 4 + ptr_size, count, sizeof *count) || *count == 0)
     return false;
-  uint64_t table = hdr + 4 + ptr_size + 4;
+  *table = hdr + 4 + ptr_size + 4;
+  return true;
+}
+
+bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
+                             bool (*rd)(uint64_t addr, void *out,
+                                        size_t len)) {
+  uint64_t table;
+  uint32_t count;
+  if (!cprof__eh_hdr_table(hdr, rd, &table, &count)) return false;
   /* The last entry whose first address is at or below pc. */
   int64_t want = (int64_t)(pc - hdr);
   uint32_t lo = 0, hi = count;

@@ -191,6 +191,14 @@ CPROF__HIDDEN bool cprof__cfi_code_range(const cprof__cfi_index *idx,
  * covers pc). Normal context; takes no lock and opens no file. */
 CPROF__HIDDEN bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start);
 
+/* The search table of the .eh_frame_hdr at hdr, read through rd: its
+ * address and its number of entries (8 bytes each). False unless it is the
+ * table every linker writes (version 1, udata4 count, datarel sdata4
+ * entries) and has an entry. */
+CPROF__HIDDEN bool cprof__eh_hdr_table(
+    uint64_t hdr, bool (*rd)(uint64_t addr, void *out, size_t len),
+    uint64_t *table, uint32_t *count);
+
 /* The same search over the .eh_frame_hdr at hdr, reading its bytes through
  * rd (which returns false for bytes it cannot read): for the symbolizer,
  * whose reads may come from a file image instead of the process. */

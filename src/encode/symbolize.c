@@ -563,10 +563,6 @@ static int find_elf(Dwfl_Module *mod, void **userdata, const char *modname,
 static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
                                          .find_debuginfo = find_debuginfo};
 
-/* Loads libdw and libelf on the first call; later calls return the first
- * answer. A failure is reported once, on stderr, and symbolization stays
- * off: every session then fails to open, as when dwfl_begin fails. Called
- * with the symbolizer's lock held. */
 /*
  * The symbolizer's calls into the dynamic loader (dlsym, dl_iterate_phdr)
  * hold loader_mu, which fork takes after the symbolizer's own lock:
@@ -581,6 +577,10 @@ static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
  */
 static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
 
+/* Loads libdw and libelf on the first call; later calls return the first
+ * answer. A failure is reported once, on stderr, and symbolization stays
+ * off: every session then fails to open, as when dwfl_begin fails. Called
+ * with the symbolizer's lock held. */
 static bool load_libdw(void) {
   static bool warned;
   cprof__dynlib *failed = NULL;
@@ -1185,14 +1185,6 @@ static bool read_mem(uint64_t addr, void *out, size_t len) {
   return addr >= 4096 && cprof__safe_read((uintptr_t)addr, out, len);
 }
 
-/*
- * The first address of the function holding pc, from the module's
- * .eh_frame_hdr: its table lists every FDE by its first address, sorted,
- * and one FDE spans one function (stripping keeps .eh_frame). The table is
- * read where the object is loaded. Only the encoding every linker writes
- * is understood (the table datarel sdata4); false otherwise, or when no
- * FDE covers pc.
- */
 /* An object's .eh_frame_hdr with its search table, copied whole on its
  * first use by one read: a binary search through the fault-free reader
  * costs a system call a step, 100 ms of a stripped compiler's exit dump
@@ -1237,21 +1229,12 @@ static const hdr_copy *hdr_copy_of(uint64_t hdr) {
   if (!c) return NULL;
   *c = (hdr_copy){S.hdr_copies, hdr, 0, NULL};
   S.hdr_copies = c;
-  /* The header (version, two encodings, the table's encoding, then
-   * eh_frame_ptr and fde_count in the pointer encoding's size) says how
-   * long the table is; only the sdata4 table every linker writes. */
-  unsigned char h[4];
+  uint64_t table;
   uint32_t count;
-  size_t ptr_size = 0;
-  if (read_mem(hdr, h, sizeof h) && h[0] == 1 && h[3] == 0x3b)
-    ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
-               : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
-                   ? 8
-                   : 0;
-  if (!ptr_size || !read_mem(hdr + 4 + ptr_size, &count, sizeof count) ||
+  if (!cprof__eh_hdr_table(hdr, read_mem, &table, &count) ||
       count > (MAX_HDR_COPY - 16) / 8)
     return c;
-  size_t len = 4 + ptr_size + 4 + 8 * (size_t)count;
+  size_t len = (size_t)(table - hdr) + 8 * (size_t)count;
   unsigned char *data = arena_alloc(len);
   if (data && read_bulk(hdr, data, len)) {
     c->data = data;
@@ -1260,6 +1243,15 @@ static const hdr_copy *hdr_copy_of(uint64_t hdr) {
   return c;
 }
 
+/*
+ * The first address of the function holding pc, from the module's
+ * .eh_frame_hdr: its table lists every FDE by its first address, sorted,
+ * and one FDE spans one function (stripping keeps .eh_frame). The table is
+ * read where the object is loaded, copied whole on its first use
+ * (hdr_copy_of). Only the encoding every linker writes
+ * is understood (the table datarel sdata4); false otherwise, or when no
+ * FDE covers pc.
+ */
 static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
   GElf_Addr bias = 0;
   Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
