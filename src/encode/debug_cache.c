@@ -30,6 +30,7 @@
 #define CHUNK ((size_t)256 * 1024)
 /* The most entries eviction looks at; more are left alone. */
 #define MAX_ENTRIES 1024
+#define PATH_QUOTE_MAX 512
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static bool cache_on;
@@ -127,10 +128,14 @@ static int open_dir(void) {
   }
   if (!warned) {
     warned = true;
-    char q[CPROF__QUOTED_SIZE];
+    /* A path is shown whole (up to PATH_QUOTE_MAX bytes), unlike a value
+       that merely came from the environment: the user needs all of it to
+       find the directory. */
+    char q[4 * PATH_QUOTE_MAX + 32];
+    cprof__quote(q, sizeof q, cache_dir, strlen(cache_dir), PATH_QUOTE_MAX);
     cprof__warn("debug cache %s: not a directory of this user's that only it "
                 "may write; debug files are read compressed",
-                cprof__quoted(q, sizeof q, cache_dir));
+                q);
   }
   cache_on = false;
   return -1;

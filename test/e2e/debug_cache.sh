@@ -120,10 +120,13 @@ run xdg -u CPROF_DEBUG_CACHE XDG_CACHE_HOME="$TMP/h-xdg" HOME="$TMP/h-home"
 run nohome -u CPROF_DEBUG_CACHE -u XDG_CACHE_HOME HOME="$TMP/missing/home"
 [ -s "$TMP/nohome.err" ] && fail "a HOME that does not exist printed: $(cat "$TMP/nohome.err")"
 [ -e "$TMP/missing" ] && fail "a HOME that does not exist was made"
-run noparent CPROF_DEBUG_CACHE="$TMP/missing/cache"
-[ -e "$TMP/missing" ] && fail "a named directory's missing parent was made"
-expect_match "$TMP/noparent.err" "^cprof: debug cache \"$TMP/missing/cache\": not a directory" \
-  "a named directory whose parent does not exist is refused in one line"
+# A long name: the refusal shows the whole path, not the 64 bytes that a
+# setting's value is cut to.
+long="missing-$(printf '%080d' 0)"
+run noparent CPROF_DEBUG_CACHE="$TMP/$long/cache"
+[ -e "$TMP/$long" ] && fail "a named directory's missing parent was made"
+expect_match "$TMP/noparent.err" "^cprof: debug cache \"$TMP/$long/cache\": not a directory" \
+  "a named directory whose parent does not exist is refused in one line, with its whole path"
 run none CPROF_DEBUG_CACHE=off HOME="$TMP/h-none"
 [ -e "$TMP/h-none" ] && fail "CPROF_DEBUG_CACHE=off made $TMP/h-none"
 run zero CPROF_DEBUG_CACHE="$TMP/c-zero" CPROF_DEBUG_CACHE_MB=0
