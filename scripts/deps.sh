@@ -10,12 +10,13 @@ packages=(
   libmicrohttpd-dev                  # the /debug/pprof/ HTTP endpoint
   libcurl4-openssl-dev               # pushing to a profiling backend
   python3                            # the test suite's Pyroscope-style receiver
+  python3-dev                        # building a Python extension module (e2e/runtimes)
   clang libclang-rt-14-dev           # libFuzzer targets
   golang-go                          # go tool pprof, the reference reader
   curl                               # fetching from the endpoint in tests
   procps iproute2                    # pgrep (e2e/nginx*), ss (e2e/tree)
   chromium                           # loading the endpoint's pages in tests
-  nodejs                             # driving Chromium over its DevTools protocol
+  nodejs                             # driving Chromium over its DevTools protocol; e2e/runtimes
   wrk                                # the endpoint's load figure (bench/http_load.sh)
   sqlite3                            # a distribution's program, profiled whole (e2e/unwind)
   strace                             # exact system-call checks (e2e/symbolize_debuglink, extract_names)

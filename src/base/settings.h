@@ -38,6 +38,7 @@
   X(CPROF_PUSH_PROFILES, "the profiles the pusher sends")                   \
   X(CPROF_MAX_PROFILE_SIZE, "the largest profile the cprof command reads")  \
   X(CPROF_DEBUG_CACHE, "where inflated debug files are kept (or off)")       \
-  X(CPROF_DEBUG_CACHE_MB, "the debug cache's bound in MiB (0: off)")
+  X(CPROF_DEBUG_CACHE_MB, "the debug cache's bound in MiB (0: off)")      \
+  X(CPROF_PERF_MAP, "JIT code is named from /tmp/perf-PID.map (on or off)")
 
 #endif

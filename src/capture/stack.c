@@ -682,6 +682,17 @@ static int recover_fp(stack_view *v, const cprof__cfi_index *idx, regs *r) {
 }
 #endif
 
+/* CPROF__FOREIGN_* bits, set by a walk that meets code outside every
+ * object the tables know; written only when a bit is clear, so walks
+ * through JIT code do not all write one cache line. */
+static atomic_uint foreign_seen;
+#define FOREIGN_ALL (CPROF__FOREIGN_TABLES | CPROF__FOREIGN_NAMES)
+
+static inline void note_foreign(void) {
+  if (atomic_load_explicit(&foreign_seen, memory_order_relaxed) != FOREIGN_ALL)
+    atomic_fetch_or_explicit(&foreign_seen, FOREIGN_ALL, memory_order_relaxed);
+}
+
 /* At most this many signal frames in one stack: each moves the stack
  * pointer wherever the interrupted code was, so it is the one step that
  * does not climb. */
@@ -707,13 +718,24 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, reg
   for (;;) {
     cprof__cfi_rule rule;
     int have = idx && find_rule(idx, r.pc, &rule);
-    /* With tables, a frame outside every loaded object is not a return
-     * address into code (a data word followed as a frame pointer): the
-     * walk ends before it. The first frame is kept: it is the pc the
-     * thread was at, or the interposer's own call site. */
-    if (idx && !have && !first && !r.interrupted &&
-        !cprof__cfi_code_range(idx, r.pc, NULL, NULL))
-      break;
+    /* With tables, a frame outside every loaded object is code no file
+     * backs (a JIT compiler's, or a file's code mapped a second time, as
+     * V8 maps its builtins) only when its return address follows a call
+     * instruction; anything else is a data word followed as a frame
+     * pointer, and the walk ends before it. Such code keeps frame
+     * pointers (it has no CFI to be walked by), so the walk goes on by
+     * its frame record, as perf's does. The first frame is kept: it is the
+     * pc the thread was at, or the interposer's own call site. */
+    if (idx && !have && !cprof__cfi_code_range(idx, r.pc, NULL, NULL)) {
+      note_foreign();
+#if defined(__x86_64__)
+      uintptr_t target;
+      if (!first && !r.interrupted && !after_call(&v, NULL, r.pc + 1, &target))
+        break;
+#else
+      if (!first && !r.interrupted) break;
+#endif
+    }
 #if defined(__x86_64__)
     if (have && rule.kind == CPROF__CFI_SIGNAL) {
       regs next;
@@ -755,6 +777,12 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static void walk_regs(walk_out *o, reg
     r = (regs){next.pc - 1, next.sp, next.fp, 0, next.fp_unknown};
   }
   if (idx) cprof__cfi_read_end(idx);
+}
+
+bool cprof__stack_foreign_take(unsigned who) {
+  return (atomic_load_explicit(&foreign_seen, memory_order_relaxed) & who) &&
+         (atomic_fetch_and_explicit(&foreign_seen, ~who,
+                                    memory_order_relaxed) & who);
 }
 
 CPROF__SIGNAL_SAFE size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp, uintptr_t sp,

@@ -14,6 +14,7 @@
 #ifndef CPROF_STACK_H
 #define CPROF_STACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,6 +86,15 @@ CPROF__HIDDEN size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp,
                                               uintptr_t fp, int after_syscall,
                                               cprof__stack_copy *copy,
                                               uintptr_t *pcs, size_t max);
+
+/* Whether a walk met code outside every object the unwind tables know
+ * since the caller last asked: a library loaded since the last refresh
+ * (whose tables a refresh then builds: CPROF__FOREIGN_TABLES), or code no
+ * file backs, a JIT's (whose mapping the symbolizer then notes before it
+ * goes away: CPROF__FOREIGN_NAMES). Each asker has its own bit, cleared
+ * by asking. Async-signal-safe. */
+enum { CPROF__FOREIGN_TABLES = 1, CPROF__FOREIGN_NAMES = 2 };
+CPROF__HIDDEN bool cprof__stack_foreign_take(unsigned who);
 
 /* Walks from a signal handler's ucontext_t. Async-signal-safe. */
 CPROF__HIDDEN size_t cprof__stack_walk_ucontext(const void *ucontext,

@@ -48,6 +48,7 @@
 #include "base/mem.h"
 #include "capture/cfi.h"
 #include "capture/stack.h"
+#include "encode/perfmap.h"
 #include "encode/symbolize.h"
 #include "encode/vdso.h"
 #include "base/lock.h"
@@ -128,6 +129,8 @@ typedef struct arena_chunk {
 static struct {
   bool ready;          /* a snapshot exists (possibly without a session) */
   cprof_buf signature; /* the exec mappings the snapshot was built from */
+  cprof_buf anon_signature; /* ... of them, the anonymous ones (JIT code) */
+  size_t stale;        /* results dropped from the cache, still in the arena */
   cprof__sym_mapping *maps;
   size_t nmaps;
   Dwfl *dwfl;
@@ -631,10 +634,23 @@ static int read_maps(char **out, size_t *out_len) {
   return 0;
 }
 
-/* Executable mappings of files, and the vDSO: a walk can pass through the
- * vDSO's code (clock_gettime, gettimeofday), so its frames need a mapping
- * too. */
-static bool wanted(const cprof__map_entry *e) {
+/* Anonymous executable memory: code a JIT compiler wrote (the kernel may
+ * name it, "[anon:NAME]"). */
+static bool anon_code(const cprof__map_entry *e) {
+  static const char named[] = "[anon:";
+  return e->executable &&
+         (e->path_len == 0 ||
+          (e->path_len > sizeof named - 1 &&
+           memcmp(e->path, named, sizeof named - 1) == 0));
+}
+
+/* The name a mapping of anonymous code has in a profile: perf's. */
+static const char ANON_PATH[] = "//anon";
+
+/* Executable mappings of files, the vDSO (a walk can pass through the
+ * vDSO's code, clock_gettime and gettimeofday, so its frames need a
+ * mapping too) and anonymous code. */
+static bool wanted_file(const cprof__map_entry *e) {
   static const char vdso[] = "[vdso]";
   if (!e->executable || e->path_len == 0) return false;
   return e->path[0] == '/' ||
@@ -642,16 +658,28 @@ static bool wanted(const cprof__map_entry *e) {
           memcmp(e->path, vdso, sizeof vdso - 1) == 0);
 }
 
-/* The signature: one canonical line per wanted mapping, inode included so
- * that a different file reloaded at the same place counts as a change. */
+static bool wanted(const cprof__map_entry *e) {
+  return wanted_file(e) || anon_code(e);
+}
+
+/* The signature: one canonical line per wanted mapping of a file, inode
+ * included so that a different file reloaded at the same place counts as
+ * a change. Anonymous code comes and goes with a JIT's work and needs no
+ * new session: it has a signature of its own (sign_anon). */
 static int sign_entry(const cprof__map_entry *e, void *ctx) {
-  if (!wanted(e)) return 0;
+  if (!wanted_file(e)) return 0;
   return cprof__buf_printf(ctx, "%llx %llx %llx %llu %.*s\n",
                            (unsigned long long)e->start,
                            (unsigned long long)e->end,
                            (unsigned long long)e->offset,
                            (unsigned long long)e->inode, (int)e->path_len,
                            e->path);
+}
+
+static int sign_anon(const cprof__map_entry *e, void *ctx) {
+  if (!anon_code(e)) return 0;
+  return cprof__buf_printf(ctx, "%llx %llx\n", (unsigned long long)e->start,
+                           (unsigned long long)e->end);
 }
 
 typedef struct collect_ctx {
@@ -661,13 +689,23 @@ typedef struct collect_ctx {
 static int collect_entry(const cprof__map_entry *e, void *ctx) {
   collect_ctx *cc = ctx;
   if (!wanted(e)) return 0;
-  cprof__sym_mapping *m = &S.maps[cc->n++];
+  bool anon = anon_code(e);
+  cprof__sym_mapping *m = &S.maps[cc->n];
+  /* Adjacent pieces of anonymous code (a JIT's code space, split where
+   * its pages' permissions differ) are one mapping. */
+  if (anon && cc->n > 0 && m[-1].anon && m[-1].limit == e->start) {
+    m[-1].limit = e->end;
+    return 0;
+  }
+  cc->n++;
   m->start = e->start;
   m->limit = e->end;
-  m->offset = e->offset;
-  m->path = intern_n(e->path, e->path_len);
+  m->offset = anon ? 0 : e->offset;
+  m->inode = e->inode;
+  m->path = anon ? ANON_PATH : intern_n(e->path, e->path_len);
   m->build_id = "";
   m->is_main = false;
+  m->anon = anon;
   if (!m->path) return CPROF_ENOMEM;
   return 0;
 }
@@ -694,6 +732,16 @@ static void drop_state(void) {
   S.ready = false;
   cprof__hmap_free(&S.callees);
   S.hdr_copies = NULL;
+  S.stale = 0;
+}
+
+/* Forgets every name given so far (JIT code moved, or its names changed);
+ * the results stay in the arena until the next rebuild, which comes once
+ * they are as many as the cache may hold. */
+static void forget_results(void) {
+  S.stale += S.cache.len;
+  cprof__hmap_free(&S.cache);
+  cprof__hmap_free(&S.callees);
 }
 
 /* Moves the mapping of /proc/self/exe to index 0, keeping the rest in
@@ -866,11 +914,95 @@ static void sym_fork_init(void) {
  * else that maps code is seen within REFRESH_NS. */
 #define REFRESH_NS (1000 * 1000 * 1000)
 
-/* Takes the mappings from a maps text into S.maps (arena memory). */
+/*
+ * Code that leaves before the profile is written: a runtime unmaps its JIT
+ * code and its second mapping of its own code when it shuts down, before
+ * the exit dump runs. cprof__sym_note_code() keeps such mappings here, as
+ * they were while the program ran, and every later snapshot lists those
+ * that are gone since, so their frames keep a mapping and a name.
+ */
+#define JOURNAL_MAX 64
+typedef struct journal_entry {
+  uint64_t start, limit, offset, inode;
+  char path[256];
+  bool anon;
+} journal_entry;
+static journal_entry journal[JOURNAL_MAX];
+static size_t njournal;
+static unsigned journal_gen; /* part of the anonymous code's signature */
+
+/* Code outside the objects the loader knows: anonymous, or a second
+ * mapping of a file's code. */
+static bool foreign_code(const cprof__map_entry *e) {
+  if (anon_code(e)) return true;
+  if (!wanted_file(e) || e->path[0] != '/') return false;
+  const cprof__cfi_index *idx = cprof__cfi_read_begin();
+  bool known = idx && cprof__cfi_code_range(idx, e->start, NULL, NULL);
+  cprof__cfi_read_end(idx);
+  return idx && !known;
+}
+
+static int journal_entry_cb(const cprof__map_entry *e, void *ctx) {
+  (void)ctx;
+  if (!foreign_code(e) || e->path_len >= sizeof journal[0].path) return 0;
+  bool anon = anon_code(e);
+  for (size_t i = 0; i < njournal; i++) {
+    journal_entry *j = &journal[i];
+    if (j->start == e->start && j->limit == e->end && j->anon == anon)
+      return 0;
+    /* Anonymous code that grew in place (a JIT's code space). */
+    if (anon && j->anon && j->start <= e->end && e->start <= j->limit) {
+      if (e->start < j->start) j->start = e->start;
+      if (e->end > j->limit) j->limit = e->end;
+      journal_gen++;
+      return 0;
+    }
+  }
+  if (njournal == JOURNAL_MAX) {
+    memmove(&journal[0], &journal[1], (JOURNAL_MAX - 1) * sizeof journal[0]);
+    njournal--;
+  }
+  journal_entry *j = &journal[njournal++];
+  memset(j, 0, sizeof *j);
+  j->start = e->start;
+  j->limit = e->end;
+  j->offset = anon ? 0 : e->offset;
+  j->inode = e->inode;
+  j->anon = anon;
+  if (!anon) memcpy(j->path, e->path, e->path_len);
+  journal_gen++;
+  return 0;
+}
+
+void cprof__sym_note_code(void) {
+  char *text = NULL;
+  size_t len = 0;
+  cprof__sym_lock();
+  if (read_maps(&text, &len) == 0) {
+    cprof__maps_parse(text, len, journal_entry_cb, NULL);
+    cprof__free(text);
+  }
+  cprof__sym_unlock();
+}
+
+static int sign_journal(cprof_buf *anon) {
+  return njournal ? cprof__buf_printf(anon, "journal %u\n", journal_gen) : 0;
+}
+
+/* Whether [start, limit) overlaps a mapping of the snapshot. */
+static bool overlaps_maps(uint64_t start, uint64_t limit) {
+  for (size_t i = 0; i < S.nmaps; i++)
+    if (S.maps[i].start < limit && start < S.maps[i].limit) return true;
+  return false;
+}
+
+/* Takes the mappings from a maps text into S.maps (arena memory), and the
+ * journal's that are gone since. */
 static int collect_maps(const char *text, size_t len) {
   size_t count = 0;
   cprof__maps_parse(text, len, count_entry, &count);
-  cprof__sym_mapping *maps = arena_alloc((count ? count : 1) * sizeof *maps);
+  cprof__sym_mapping *maps =
+      arena_alloc((count + njournal + 1) * sizeof *maps);
   if (!maps) return CPROF_ENOMEM;
   S.maps = maps;
   S.nmaps = 0;
@@ -878,6 +1010,15 @@ static int collect_maps(const char *text, size_t len) {
   int err = cprof__maps_parse(text, len, collect_entry, &cc);
   if (err) return err;
   S.nmaps = cc.n;
+  for (size_t i = 0; i < njournal; i++) {
+    const journal_entry *j = &journal[i];
+    if (overlaps_maps(j->start, j->limit)) continue;
+    const char *path = j->anon ? ANON_PATH : intern(j->path);
+    if (!path) return CPROF_ENOMEM;
+    S.maps[S.nmaps++] = (cprof__sym_mapping){
+        .start = j->start, .limit = j->limit, .offset = j->offset,
+        .path = path, .build_id = "", .anon = j->anon, .inode = j->inode};
+  }
   put_main_first();
   return 0;
 }
@@ -893,7 +1034,8 @@ int cprof__sym_refresh(void) {
   /* A file libdw maps that shrank would fault where its pages are gone:
    * the session is dropped before anything reads it again. */
   bool shrank = S.dwfl && watched_file_shrank();
-  if (S.ready && S.signature.len && S.cache.len <= CACHE_MAX && !shrank &&
+  if (S.ready && S.signature.len && S.cache.len + S.stale <= CACHE_MAX &&
+      !shrank &&
       counts[0] == refreshed_counts[0] && counts[1] == refreshed_counts[1] &&
       now - refreshed_ns < REFRESH_NS)
     return 0;
@@ -903,14 +1045,38 @@ int cprof__sym_refresh(void) {
   char *text = NULL;
   size_t len = 0;
   cprof_buf sig = {0};
+  cprof_buf anon = {0};
   int err = current_signature(&sig, &text, &len);
   if (err) return err;
-  if (S.ready && S.cache.len <= CACHE_MAX && !shrank &&
-      same_signature(&sig, &S.signature))
+  cprof__maps_parse(text, len, sign_anon, &anon);
+  sign_journal(&anon);
+  /* JIT code: a perf map that grew, or code mapped or unmapped, changes
+   * names without changing any file's: the results go, the session
+   * stays. */
+  bool jit = cprof__perfmap_refresh();
+  if (S.ready && S.cache.len + S.stale <= CACHE_MAX && !shrank &&
+      same_signature(&sig, &S.signature)) {
+    if (!same_signature(&anon, &S.anon_signature)) {
+      jit = true;
+      err = collect_maps(text, len);
+      if (err == 0) {
+        cprof__guard_enter();
+        fill_build_ids();
+        cprof__guard_exit();
+        cprof_buf_free(&S.anon_signature);
+        S.anon_signature = anon;
+        anon = (cprof_buf){0};
+      }
+    }
+    if (jit) forget_results();
     goto out;
+  }
 
   drop_state();
   cprof_buf_free(&S.signature);
+  cprof_buf_free(&S.anon_signature);
+  S.anon_signature = anon;
+  anon = (cprof_buf){0};
   cprof__guard_enter();
   cprof__lock(&loader_mu);
   S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
@@ -957,6 +1123,7 @@ int cprof__sym_refresh(void) {
 
 out:
   if (err && !S.ready) drop_state();
+  cprof_buf_free(&anon);
   cprof_buf_free(&sig);
   cprof__free(text);
   return err;
@@ -1653,6 +1820,44 @@ const cprof__sym_callee *cprof__sym_callee_of(uintptr_t pc) {
   return out;
 }
 
+/* Names pc from the runtime's perf map (perfmap.h), for code no file
+ * backs. */
+static void resolve_jit(cprof__sym_result *r, uintptr_t pc) {
+  uintptr_t start = 0;
+  const char *name = cprof__perfmap_lookup(pc, &start);
+  if (!name) return;
+  cprof__sym_frame *f = arena_alloc(sizeof *f);
+  if (!f || !set_frame(f, name, "", 0, start)) return;
+  r->frames = f;
+  r->nframes = 1;
+  r->has_function = true;
+}
+
+/*
+ * Where the code at pc, in a second mapping of a file's bytes (V8 maps
+ * node's embedded builtins again, near its JIT code, so that calls reach
+ * them), was put by the loader: the address in another mapping of the
+ * same file that holds the same file offset. libdw's module is that
+ * mapping's, so names are found there. pc itself when there is none.
+ */
+static uintptr_t loader_address(int mapping, uintptr_t pc) {
+  if (mapping < 0 || S.maps[mapping].anon || !S.dwfl ||
+      libdw.dwfl_addrmodule(S.dwfl, pc))
+    return pc;
+  const cprof__sym_mapping *m = &S.maps[mapping];
+  uint64_t off = pc - m->start + m->offset;
+  for (size_t i = 0; i < S.nmaps; i++) {
+    const cprof__sym_mapping *o = &S.maps[i];
+    if ((int)i == mapping || o->anon || o->inode != m->inode ||
+        strcmp(o->path, m->path) != 0 || off < o->offset ||
+        off - o->offset >= o->limit - o->start)
+      continue;
+    uintptr_t at = (uintptr_t)(o->start + (off - o->offset));
+    if (libdw.dwfl_addrmodule(S.dwfl, at)) return at;
+  }
+  return pc;
+}
+
 static int mapping_of(uintptr_t pc) {
   for (size_t i = 0; i < S.nmaps; i++)
     if (pc >= S.maps[i].start && pc < S.maps[i].limit) return (int)i;
@@ -1684,7 +1889,9 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   memset(r, 0, sizeof *r);
   r->mapping = mapping_of(pc);
   cprof__guard_enter();
-  resolve(r, pc);
+  resolve(r, loader_address(r->mapping, pc));
+  if (r->nframes == 0 && (r->mapping < 0 || S.maps[r->mapping].anon))
+    resolve_jit(r, pc);
   cprof__guard_exit();
   cprof__hmap_put(&S.cache, pc, (uint64_t)(uintptr_t)r);
   return r;

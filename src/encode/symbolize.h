@@ -25,6 +25,8 @@ typedef struct cprof__sym_mapping {
   const char *path;     /* as in /proc/self/maps */
   const char *build_id; /* lower-case hex, "" when the object has none */
   bool is_main;         /* the main executable */
+  bool anon;            /* anonymous code (a JIT's): path is "//anon" */
+  uint64_t inode;       /* the file's, 0 for anonymous code */
 } cprof__sym_mapping;
 
 typedef struct cprof__sym_frame {
@@ -68,6 +70,13 @@ CPROF__HIDDEN void cprof__sym_unlock(void);
  * executable mappings changed or the cache outgrew its bound. Call with the
  * lock held before a batch of lookups. Returns 0 or a negative cprof_err. */
 CPROF__HIDDEN int cprof__sym_refresh(void);
+
+/* Keeps a note of the code outside the loader's objects that is mapped
+ * now (a JIT's, or a second mapping of a file's code), so that snapshots
+ * taken after it is gone, such as the exit dump's after a runtime shut
+ * down, still give its frames a mapping and a name. Takes the lock; reads
+ * /proc/self/maps. At most 64 notes, the oldest dropped first. */
+CPROF__HIDDEN void cprof__sym_note_code(void);
 
 /* The current executable mappings; the main executable is index 0. */
 CPROF__HIDDEN size_t cprof__sym_nmappings(void);

@@ -722,7 +722,12 @@ static void *dumper_main(void *arg) {
   for (;;) {
     int now = atomic_load(&wake_word);
     if (now == seen) {
-      futex_wait(&wake_word, seen, NULL);
+      /* Once a second, where a profile's walks went through JIT code,
+       * the symbolizer notes where that code is, so that the exit dump,
+       * which may come after the runtime unmapped it, can name it. */
+      const struct timespec second = {1, 0};
+      futex_wait(&wake_word, seen, &second);
+      if (cprof__stack_foreign_take(CPROF__FOREIGN_NAMES) && !dying()) cprof__sym_note_code();
       continue;
     }
     /* Every request made until now is served below; one made while the

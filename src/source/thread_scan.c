@@ -26,6 +26,7 @@
 #include "base/lock.h"
 #include "base/mem.h"
 #include "base/proc.h"
+#include "capture/stack.h"
 #include "capture/taskread.h"
 #include "source/thread_scan.h"
 #include "source/threads.h"
@@ -205,6 +206,12 @@ static void *scanner_main(void *arg) {
       }
       cprof__unlock(&scan_lock);
       cprof__cpu_signal_check();
+      /* A sample met code the unwind tables do not know: a library
+       * loaded since the last refresh (a Python extension module, a
+       * plugin) gets its tables now, not at the next heap sample or
+       * thread creation, which may never come. */
+      if (cprof__stack_foreign_take(CPROF__FOREIGN_TABLES))
+        cprof__stack_refresh_try();
       cprof__lock(&scan_lock);
     }
     if (scan_generation != gen) period_ms = CPROF__SCAN_MIN_MS;
