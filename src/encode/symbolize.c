@@ -52,6 +52,7 @@
 #include "encode/symbolize.h"
 #include "encode/vdso.h"
 #include "base/lock.h"
+#include "base/spin.h"
 
 #define ARENA_CHUNK (64 * 1024)
 /* The most addresses the cache keeps between batches (about 700 bytes
@@ -930,6 +931,13 @@ typedef struct journal_entry {
 static journal_entry journal[JOURNAL_MAX];
 static size_t njournal;
 static unsigned journal_gen; /* part of the anonymous code's signature */
+/* The journal has a lock of its own, not the symbolizer's: the dump thread
+ * notes code at any time, forks included, and the symbolizer's lock is set
+ * up by a pthread_once that a fork in the middle would leave in progress
+ * in the child for ever. A child takes this one over from its parent's
+ * thread (base/spin.h). Taken after the symbolizer's, never before. */
+static cprof__spin journal_lock;
+CPROF__SPIN_FUNCTIONS(__attribute__((unused)))
 
 /* Code outside the objects the loader knows: anonymous, or a second
  * mapping of a file's code. */
@@ -977,16 +985,19 @@ static int journal_entry_cb(const cprof__map_entry *e, void *ctx) {
 void cprof__sym_note_code(void) {
   char *text = NULL;
   size_t len = 0;
-  cprof__sym_lock();
-  if (read_maps(&text, &len) == 0) {
-    cprof__maps_parse(text, len, journal_entry_cb, NULL);
-    cprof__free(text);
-  }
-  cprof__sym_unlock();
+  if (read_maps(&text, &len) != 0) return;
+  spin_lock(&journal_lock);
+  cprof__maps_parse(text, len, journal_entry_cb, NULL);
+  spin_unlock(&journal_lock);
+  cprof__free(text);
 }
 
 static int sign_journal(cprof_buf *anon) {
-  return njournal ? cprof__buf_printf(anon, "journal %u\n", journal_gen) : 0;
+  spin_lock(&journal_lock);
+  unsigned gen = journal_gen;
+  bool any = njournal > 0;
+  spin_unlock(&journal_lock);
+  return any ? cprof__buf_printf(anon, "journal %u\n", gen) : 0;
 }
 
 /* Whether [start, limit) overlaps a mapping of the snapshot. */
@@ -1002,7 +1013,7 @@ static int collect_maps(const char *text, size_t len) {
   size_t count = 0;
   cprof__maps_parse(text, len, count_entry, &count);
   cprof__sym_mapping *maps =
-      arena_alloc((count + njournal + 1) * sizeof *maps);
+      arena_alloc((count + JOURNAL_MAX + 1) * sizeof *maps);
   if (!maps) return CPROF_ENOMEM;
   S.maps = maps;
   S.nmaps = 0;
@@ -1010,15 +1021,26 @@ static int collect_maps(const char *text, size_t len) {
   int err = cprof__maps_parse(text, len, collect_entry, &cc);
   if (err) return err;
   S.nmaps = cc.n;
-  for (size_t i = 0; i < njournal; i++) {
-    const journal_entry *j = &journal[i];
+  journal_entry *notes = cprof__malloc(JOURNAL_MAX * sizeof *notes);
+  if (!notes) return CPROF_ENOMEM;
+  spin_lock(&journal_lock);
+  size_t nnotes = njournal;
+  memcpy(notes, journal, nnotes * sizeof notes[0]);
+  spin_unlock(&journal_lock);
+  for (size_t i = 0; i < nnotes && !err; i++) {
+    const journal_entry *j = &notes[i];
     if (overlaps_maps(j->start, j->limit)) continue;
     const char *path = j->anon ? ANON_PATH : intern(j->path);
-    if (!path) return CPROF_ENOMEM;
+    if (!path) {
+      err = CPROF_ENOMEM;
+      break;
+    }
     S.maps[S.nmaps++] = (cprof__sym_mapping){
         .start = j->start, .limit = j->limit, .offset = j->offset,
         .path = path, .build_id = "", .anon = j->anon, .inode = j->inode};
   }
+  cprof__free(notes);
+  if (err) return err;
   put_main_first();
   return 0;
 }
