@@ -585,8 +585,22 @@ static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
  * answer. A failure is reported once, on stderr, and symbolization stays
  * off: every session then fails to open, as when dwfl_begin fails. Called
  * with the symbolizer's lock held. */
+/* Set for a final dump whose signal interrupted a thread inside the
+ * dynamic loader, which may hold the loader's lock until the dump ends:
+ * nothing here calls into the loader then (no dlopen, dlsym or
+ * dl_iterate_phdr). A libdw not loaded by then is not loaded: the profile
+ * keeps its mappings and addresses, for go tool pprof to name. */
+static atomic_bool avoid_loader;
+
+void cprof__sym_avoid_loader(void) { atomic_store(&avoid_loader, true); }
+
 static bool load_libdw(void) {
   static bool warned;
+  /* Quietly: the process is being ended by a signal, and its dump says
+   * what it could not name (mappings without function flags). */
+  if (atomic_load(&avoid_loader) &&
+      (libdw_lib.state != 1 || libelf_lib.state != 1))
+    return false;
   cprof__dynlib *failed = NULL;
   if (cprof__dynload(&libdw_lib) != 0)
     failed = &libdw_lib;
@@ -1046,12 +1060,15 @@ static int collect_maps(const char *text, size_t len) {
 }
 
 int cprof__sym_refresh(void) {
-  unsigned long long counts[2] = {0, 0};
-  cprof__guard_enter();
-  cprof__lock(&loader_mu);
-  dl_iterate_phdr(loader_counts_cb, counts);
-  cprof__unlock(&loader_mu);
-  cprof__guard_exit();
+  unsigned long long counts[2] = {refreshed_counts[0], refreshed_counts[1]};
+  bool loader = !atomic_load(&avoid_loader);
+  if (loader) {
+    cprof__guard_enter();
+    cprof__lock(&loader_mu);
+    dl_iterate_phdr(loader_counts_cb, counts);
+    cprof__unlock(&loader_mu);
+    cprof__guard_exit();
+  }
   int64_t now = cprof__mono_ns();
   /* A file libdw maps that shrank would fault where its pages are gone:
    * the session is dropped before anything reads it again. */
@@ -1101,7 +1118,7 @@ int cprof__sym_refresh(void) {
   anon = (cprof_buf){0};
   cprof__guard_enter();
   cprof__lock(&loader_mu);
-  S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+  if (loader) S.demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
   cprof__unlock(&loader_mu);
   cprof__guard_exit();
   err = collect_maps(text, len);

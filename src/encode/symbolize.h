@@ -78,6 +78,11 @@ CPROF__HIDDEN int cprof__sym_refresh(void);
  * /proc/self/maps. At most 64 notes, the oldest dropped first. */
 CPROF__HIDDEN void cprof__sym_note_code(void);
 
+/* From now on, never calls into the dynamic loader (a final dump whose
+ * signal interrupted a thread inside it): no libdw that is not loaded yet,
+ * no dlsym, no dl_iterate_phdr. Async-signal-safe. */
+CPROF__HIDDEN void cprof__sym_avoid_loader(void);
+
 /* The current executable mappings; the main executable is index 0. */
 CPROF__HIDDEN size_t cprof__sym_nmappings(void);
 CPROF__HIDDEN const cprof__sym_mapping *cprof__sym_mapping_at(size_t i);

@@ -61,6 +61,9 @@
  * exit.
  */
 #include <dlfcn.h>
+#include <link.h>
+#include <sys/auxv.h>
+#include <ucontext.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -562,11 +565,64 @@ static bool own_process(void) {
   return atomic_load(&configured) && getpid() == atomic_load(&self_pid);
 }
 
+/*
+ * The dynamic loader's code, [ldso_lo, ldso_hi), found at configuration.
+ * A terminating signal can land on a thread inside it, holding its lock
+ * (_dl_fini at exit, dlopen running a library's constructors, dlsym): the
+ * thread then waits here for a final dump that must not call into the
+ * loader, or both wait until the dump's time is up and the process dies
+ * with nothing written (e2e/fork_dumps_signals, seen with gdb: a child's
+ * dumper in dlsym, its main thread in _dl_fini).
+ */
+static _Atomic uintptr_t ldso_lo, ldso_hi;
+static atomic_bool loader_busy;
+
+static int ldso_cb(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  (void)data;
+  unsigned long base = getauxval(AT_BASE);
+  if (base == 0 || info->dlpi_addr != base) return 0;
+  uintptr_t lo = UINTPTR_MAX, hi = 0;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+    if (a < lo) lo = a;
+    if (a + ph->p_memsz > hi) hi = a + ph->p_memsz;
+  }
+  if (lo < hi) {
+    atomic_store(&ldso_lo, lo);
+    atomic_store(&ldso_hi, hi);
+  }
+  return 1;
+}
+
+/* Whether the interrupted thread's stack has a frame in the loader's code:
+ * its pc, and when the stack has room for the walk, its callers. */
+CPROF__SIGNAL_SAFE static bool in_loader(const void *uc) {
+  uintptr_t lo = atomic_load(&ldso_lo), hi = atomic_load(&ldso_hi);
+  if (!uc || lo >= hi) return false;
+  uintptr_t pcs[32];
+  size_t n = 0;
+  if (cprof__stack_room() >= CPROF__HANDLER_STACK) {
+    n = cprof__stack_walk_ucontext(uc, pcs, CPROF__ARRAY_LEN(pcs));
+  } else {
+#if defined(__x86_64__)
+    pcs[0] = (uintptr_t)((const ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
+    n = 1;
+#endif
+  }
+  for (size_t i = 0; i < n; i++)
+    if (pcs[i] >= lo && pcs[i] < hi) return true;
+  return false;
+}
+
 CPROF__SIGNAL_SAFE static void on_dump_signal(int sig, siginfo_t *si, void *uc) {
   int saved_errno = errno;
   int idx = signal_index(sig);
   bool live = own_process();
   bool terminal = ends_process(sig);
+  if (live && terminal && in_loader(uc)) atomic_store(&loader_busy, true);
   if (live) request_dump(sig);
   if (idx >= 0 && cprof__sig_is_function(&previous[idx])) {
     /* The program's own handler runs after the dump, as it would have run
@@ -734,8 +790,10 @@ static void *dumper_main(void *arg) {
      * dump runs changes wake_word again and makes one more dump. */
     seen = now;
     int sig = atomic_load(&term_sig);
-    if ((sig || atomic_load(&exit_pending)) && !atomic_load(&final_done))
+    if ((sig || atomic_load(&exit_pending)) && !atomic_load(&final_done)) {
+      if (atomic_load(&loader_busy)) cprof__sym_avoid_loader();
       final_dump(sig ? signal_name(sig) : "_exit");
+    }
     say_lost();
     if (atomic_exchange(&again_pending, false) && !dying()) {
       cprof__lock(&dump_lock);
@@ -1099,6 +1157,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   }
   pthread_detach(t);
   cprof__atfork(NULL, parent_after_fork, child_after_fork);
+  dl_iterate_phdr(ldso_cb, NULL);
   atexit(dump_at_exit);
   cprof__mark_enabled();
   read_dump_signals();
