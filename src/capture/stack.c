@@ -16,6 +16,8 @@
  * bounds, such as an alternate signal stack or a coroutine's stack), every
  * page is probed before it is read.
  */
+#include <linux/futex.h>
+#include <limits.h>
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -688,9 +690,22 @@ static int recover_fp(stack_view *v, const cprof__cfi_index *idx, regs *r) {
 static atomic_uint foreign_seen;
 #define FOREIGN_ALL (CPROF__FOREIGN_TABLES | CPROF__FOREIGN_NAMES)
 
-static inline void note_foreign(void) {
-  if (atomic_load_explicit(&foreign_seen, memory_order_relaxed) != FOREIGN_ALL)
-    atomic_fetch_or_explicit(&foreign_seen, FOREIGN_ALL, memory_order_relaxed);
+static _Atomic(_Atomic int *) foreign_word;
+
+void cprof__stack_foreign_wake(_Atomic int *word) {
+  atomic_store(&foreign_word, word);
+}
+
+CPROF__SIGNAL_SAFE static inline void note_foreign(void) {
+  if (atomic_load_explicit(&foreign_seen, memory_order_relaxed) == FOREIGN_ALL)
+    return;
+  unsigned old = atomic_fetch_or_explicit(&foreign_seen, FOREIGN_ALL,
+                                          memory_order_relaxed);
+  _Atomic int *w = atomic_load_explicit(&foreign_word, memory_order_relaxed);
+  if (!(old & CPROF__FOREIGN_NAMES) && w) {
+    atomic_fetch_add(w, 1);
+    cprof__sys4(SYS_futex, (long)(uintptr_t)w, FUTEX_WAKE_PRIVATE, INT_MAX, 0);
+  }
 }
 
 /* At most this many signal frames in one stack: each moves the stack

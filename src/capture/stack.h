@@ -96,6 +96,11 @@ CPROF__HIDDEN size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp,
 enum { CPROF__FOREIGN_TABLES = 1, CPROF__FOREIGN_NAMES = 2 };
 CPROF__HIDDEN bool cprof__stack_foreign_take(unsigned who);
 
+/* A futex word a walk increments and wakes when it sets
+ * CPROF__FOREIGN_NAMES (so at most once between two takes): the dump
+ * thread's, so that it notes JIT code at once. NULL for none. */
+CPROF__HIDDEN void cprof__stack_foreign_wake(_Atomic int *word);
+
 /* Walks from a signal handler's ucontext_t. Async-signal-safe. */
 CPROF__HIDDEN size_t cprof__stack_walk_ucontext(const void *ucontext,
                                                 uintptr_t *pcs, size_t max);

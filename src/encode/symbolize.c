@@ -999,6 +999,16 @@ static int journal_entry_cb(const cprof__map_entry *e, void *ctx) {
 void cprof__sym_note_code(void) {
   char *text = NULL;
   size_t len = 0;
+  /* libdw is loaded now, while the code noted is still mapped: loaded at
+   * the exit dump, after the runtime unmapped its code, it could be
+   * mapped where that code was, and the notes would give way to it. */
+  static bool loaded;
+  if (!loaded) {
+    loaded = true;
+    cprof__sym_lock();
+    load_libdw();
+    cprof__sym_unlock();
+  }
   if (read_maps(&text, &len) != 0) return;
   spin_lock(&journal_lock);
   cprof__maps_parse(text, len, journal_entry_cb, NULL);

@@ -74,8 +74,10 @@ CPROF__HIDDEN int cprof__sym_refresh(void);
 /* Keeps a note of the code outside the loader's objects that is mapped
  * now (a JIT's, or a second mapping of a file's code), so that snapshots
  * taken after it is gone, such as the exit dump's after a runtime shut
- * down, still give its frames a mapping and a name. Takes the lock; reads
- * /proc/self/maps. At most 64 notes, the oldest dropped first. */
+ * down, still give its frames a mapping and a name. Reads
+ * /proc/self/maps; the first call loads libdw (under the lock), so that
+ * it is not mapped later where noted code was. At most 64 notes, the
+ * oldest dropped first. */
 CPROF__HIDDEN void cprof__sym_note_code(void);
 
 /* From now on, never calls into the dynamic loader (a final dump whose

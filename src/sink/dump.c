@@ -770,6 +770,34 @@ int cprof__dump_now(const char *reason, size_t *members) {
   return 0;
 }
 
+/* A walk met code outside the loader's objects (a JIT's): the dump thread
+ * (woken by the walk, cprof__stack_foreign_wake) notes where it is mapped,
+ * at most every NOTE_EVERY_NS, so that the exit dump can name it after
+ * the runtime unmapped it. Within that time the walks' bit is left set, so
+ * they wake nobody; the thread looks again when the time is up. */
+#define NOTE_EVERY_NS 250000000LL
+static int64_t noted_ns;
+
+static void note_code(void) {
+  int64_t now = cprof__mono_ns();
+  if (noted_ns && now - noted_ns < NOTE_EVERY_NS) return;
+  if (!cprof__stack_foreign_take(CPROF__FOREIGN_NAMES) || dying()) return;
+  noted_ns = now;
+  cprof__sym_note_code();
+}
+
+/* How long the dump thread may sleep: until a note is allowed again, or
+ * for ever (NULL) when none was made lately. */
+static const struct timespec *note_wait(struct timespec *ts) {
+  int64_t left = noted_ns ? NOTE_EVERY_NS - (cprof__mono_ns() - noted_ns) : 0;
+  if (left <= 0) {
+    noted_ns = 0;
+    return NULL;
+  }
+  *ts = (struct timespec){0, (long)left};
+  return ts;
+}
+
 static void *dumper_main(void *arg) {
   (void)arg;
   /* From 0, where wake_word starts: a signal that came before this thread
@@ -778,12 +806,9 @@ static void *dumper_main(void *arg) {
   for (;;) {
     int now = atomic_load(&wake_word);
     if (now == seen) {
-      /* Once a second, where a profile's walks went through JIT code,
-       * the symbolizer notes where that code is, so that the exit dump,
-       * which may come after the runtime unmapped it, can name it. */
-      const struct timespec second = {1, 0};
-      futex_wait(&wake_word, seen, &second);
-      if (cprof__stack_foreign_take(CPROF__FOREIGN_NAMES) && !dying()) cprof__sym_note_code();
+      struct timespec ts;
+      futex_wait(&wake_word, seen, note_wait(&ts));
+      note_code();
       continue;
     }
     /* Every request made until now is served below; one made while the
@@ -811,6 +836,7 @@ static void *dumper_main(void *arg) {
       futex_wake(&now_done);
     }
     if (atomic_exchange(&warm_pending, false)) warm_symbols();
+    note_code();
   }
   return NULL;
 }
@@ -1158,6 +1184,12 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   pthread_detach(t);
   cprof__atfork(NULL, parent_after_fork, child_after_fork);
   dl_iterate_phdr(ldso_cb, NULL);
+  cprof__stack_foreign_wake(&wake_word);
+  /* The symbolizer's lock sets itself up (a pthread_once) on first use:
+   * here, before the program forks, and not in the dump thread, where a
+   * fork could leave it half done in the child. */
+  cprof__sym_lock();
+  cprof__sym_unlock();
   atexit(dump_at_exit);
   cprof__mark_enabled();
   read_dump_signals();
