@@ -806,9 +806,11 @@ static void *dumper_main(void *arg) {
   for (;;) {
     int now = atomic_load(&wake_word);
     if (now == seen) {
+      /* Before each sleep, so that a bit a walk set while notes had to
+       * wait is taken when the wait is over. */
+      note_code();
       struct timespec ts;
       futex_wait(&wake_word, seen, note_wait(&ts));
-      note_code();
       continue;
     }
     /* Every request made until now is served below; one made while the

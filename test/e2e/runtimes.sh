@@ -89,6 +89,21 @@ reach() {
     END { printf "%.1f\n", t ? 100 * r / t : 0 }'
 }
 
+# native NAME FRAMES WHAT: in profile NAME, 80% or more of hot_kernel's
+# samples have stacks down to the C library's call of main, and one of
+# them has, below hot_kernel and hot, frames matching FRAMES (WHAT).
+native() {
+  local name=$1 frames=$2 what=$3 r
+  cprof_stacks "$TMP/$name.pb.gz" >"$TMP/$name.stacks"
+  r=$(reach hot_kernel <"$TMP/$name.stacks")
+  echo "$name: ${r}% of hot_kernel's samples reach __libc_start_call_main"
+  awk -v r="$r" 'BEGIN { exit !(r >= 80) }' || fail "$name: only ${r}% of hot_kernel's stacks reach main"
+  grep -q "^[0-9.]*|hot_kernel|hot|$frames" "$TMP/$name.stacks" ||
+    fail "$name: no stack of hot_kernel passes through $what"
+  echo "ok: $name: the hot C function, below it $what and main"
+  checks=$((checks + 1))
+}
+
 # 1. node on JSON, cprof.
 export NODE_JSON_MAPS=$TMP/node.maps
 profile node node "$src/node_json.js" 2
@@ -182,14 +197,7 @@ expect_match "$TMP/bad.err" '^cprof: CPROF_PERF_MAP="maybe": not on or off; JIT 
 # 4. A Node addon, built as addons are (-O2, no frame-pointer flags).
 cc -O2 -shared -fPIC -o "$TMP/hot.node" "$src/napi_hot.c" || fail "cannot build the addon"
 profile addon node "$src/node_json.js" 2 "$TMP/hot.node"
-cprof_stacks "$TMP/addon.pb.gz" >"$TMP/addon.stacks"
-r=$(reach hot_kernel <"$TMP/addon.stacks")
-echo "addon: ${r}% of hot_kernel's samples reach __libc_start_call_main"
-awk -v r="$r" 'BEGIN { exit !(r >= 80) }' || fail "addon: only ${r}% of hot_kernel's stacks reach main"
-grep -q '^[0-9.]*|hot_kernel|hot|.*Builtin.*|node::Start' "$TMP/addon.stacks" ||
-  fail "addon: no stack of hot_kernel passes through V8's builtins and node::Start"
-echo "ok: the addon's hot function, below it V8's builtins, node::Start and main"
-checks=$((checks + 1))
+native addon '.*Builtin.*|node::Start' "V8's builtins and node::Start"
 
 # 5. A Python extension module, built as they are.
 if py_inc=$(/usr/bin/python3-config --includes 2>/dev/null) && py_ext=$(/usr/bin/python3-config --extension-suffix 2>/dev/null); then
@@ -207,14 +215,7 @@ def work(seconds):
 print("pyext:", work(float(sys.argv[2])) > 0)
 EOF
   profile python /usr/bin/python3 "$TMP/hot.py" "$TMP" 2
-  cprof_stacks "$TMP/python.pb.gz" >"$TMP/python.stacks"
-  r=$(reach hot_kernel <"$TMP/python.stacks")
-  echo "python: ${r}% of hot_kernel's samples reach __libc_start_call_main"
-  awk -v r="$r" 'BEGIN { exit !(r >= 80) }' || fail "python: only ${r}% of hot_kernel's stacks reach main"
-  grep -q '^[0-9.]*|hot_kernel|hot|.*_PyEval_EvalFrameDefault.*|Py_BytesMain|' "$TMP/python.stacks" ||
-    fail "python: no stack of hot_kernel passes through the interpreter's loop and Py_BytesMain"
-  echo "ok: the extension's hot function, below it the interpreter's frames, Py_BytesMain and main"
-  checks=$((checks + 1))
+  native python '.*_PyEval_EvalFrameDefault.*|Py_BytesMain|' "the interpreter's loop and Py_BytesMain"
 else
   fail "python3-config is missing (scripts/deps.sh installs python3-dev)"
 fi
