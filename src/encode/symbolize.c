@@ -581,10 +581,6 @@ static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
  */
 static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* Loads libdw and libelf on the first call; later calls return the first
- * answer. A failure is reported once, on stderr, and symbolization stays
- * off: every session then fails to open, as when dwfl_begin fails. Called
- * with the symbolizer's lock held. */
 /* Set for a final dump whose signal interrupted a thread inside the
  * dynamic loader, which may hold the loader's lock until the dump ends:
  * nothing here calls into the loader then (no dlopen, dlsym or
@@ -594,6 +590,10 @@ static atomic_bool avoid_loader;
 
 void cprof__sym_avoid_loader(void) { atomic_store(&avoid_loader, true); }
 
+/* Loads libdw and libelf on the first call; later calls return the first
+ * answer. A failure is reported once, on stderr, and symbolization stays
+ * off: every session then fails to open, as when dwfl_begin fails. Called
+ * with the symbolizer's lock held. */
 static bool load_libdw(void) {
   static bool warned;
   /* Quietly: the process is being ended by a signal, and its dump says
@@ -662,9 +662,9 @@ static bool anon_code(const cprof__map_entry *e) {
 /* The name a mapping of anonymous code has in a profile: perf's. */
 static const char ANON_PATH[] = "//anon";
 
-/* Executable mappings of files, the vDSO (a walk can pass through the
- * vDSO's code, clock_gettime and gettimeofday, so its frames need a
- * mapping too) and anonymous code. */
+/* Executable mappings of files, and the vDSO: a walk can pass through the
+ * vDSO's code (clock_gettime, gettimeofday), so its frames need a mapping
+ * too. */
 static bool wanted_file(const cprof__map_entry *e) {
   static const char vdso[] = "[vdso]";
   if (!e->executable || e->path_len == 0) return false;
@@ -673,6 +673,7 @@ static bool wanted_file(const cprof__map_entry *e) {
           memcmp(e->path, vdso, sizeof vdso - 1) == 0);
 }
 
+/* The mappings of a snapshot: those, and anonymous code. */
 static bool wanted(const cprof__map_entry *e) {
   return wanted_file(e) || anon_code(e);
 }
@@ -953,20 +954,19 @@ static unsigned journal_gen; /* part of the anonymous code's signature */
 static cprof__spin journal_lock;
 CPROF__SPIN_FUNCTIONS(__attribute__((unused)))
 
-/* Code outside the objects the loader knows: anonymous, or a second
- * mapping of a file's code. */
-static bool foreign_code(const cprof__map_entry *e) {
+/* Code outside the objects the unwind tables know (idx): anonymous, or a
+ * second mapping of a file's code. */
+static bool foreign_code(const cprof__cfi_index *idx,
+                         const cprof__map_entry *e) {
   if (anon_code(e)) return true;
-  if (!wanted_file(e) || e->path[0] != '/') return false;
-  const cprof__cfi_index *idx = cprof__cfi_read_begin();
-  bool known = idx && cprof__cfi_code_range(idx, e->start, NULL, NULL);
-  cprof__cfi_read_end(idx);
-  return idx && !known;
+  if (!idx || !wanted_file(e) || e->path[0] != '/') return false;
+  return !cprof__cfi_code_range(idx, e->start, NULL, NULL);
 }
 
+/* ctx: the unwind tables' index, read once for the whole maps text. */
 static int journal_entry_cb(const cprof__map_entry *e, void *ctx) {
-  (void)ctx;
-  if (!foreign_code(e) || e->path_len >= sizeof journal[0].path) return 0;
+  if (!foreign_code(ctx, e) || e->path_len >= sizeof journal[0].path)
+    return 0;
   bool anon = anon_code(e);
   for (size_t i = 0; i < njournal; i++) {
     journal_entry *j = &journal[i];
@@ -1010,9 +1010,11 @@ void cprof__sym_note_code(void) {
     cprof__sym_unlock();
   }
   if (read_maps(&text, &len) != 0) return;
+  const cprof__cfi_index *idx = cprof__cfi_read_begin();
   spin_lock(&journal_lock);
-  cprof__maps_parse(text, len, journal_entry_cb, NULL);
+  cprof__maps_parse(text, len, journal_entry_cb, (void *)idx);
   spin_unlock(&journal_lock);
+  cprof__cfi_read_end(idx);
   cprof__free(text);
 }
 

@@ -838,7 +838,6 @@ static void *dumper_main(void *arg) {
       futex_wake(&now_done);
     }
     if (atomic_exchange(&warm_pending, false)) warm_symbols();
-    note_code();
   }
   return NULL;
 }
