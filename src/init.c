@@ -54,6 +54,7 @@
 #include "profile/wall.h"
 #include "source/cpu.h"
 #include "source/signals.h"
+#include "source/thread_scan.h"
 #include "source/threads.h"
 
 const int cprof__init_anchor = 1;
@@ -332,6 +333,7 @@ __attribute__((constructor)) static void cprof__init(void) {
   cprof__stack_register_thread();
   cprof__stack_init();
   cprof__threads_init();
+  cprof__thread_scan_init();
   cprof__sig_init();
   cprof__heap_init();
   cprof__heap_peak_init();

@@ -36,3 +36,14 @@ bool cprof__is_interposer(uint64_t addr) {
     if (atomic_load(&interposers[i]) == (uintptr_t)addr) return true;
   return false;
 }
+
+static _Atomic uintptr_t entry_start, entry_spawn;
+
+void cprof__thread_entry_register(uintptr_t start, uintptr_t spawn) {
+  atomic_store(&entry_start, start);
+  atomic_store(&entry_spawn, spawn);
+}
+
+uintptr_t cprof__thread_entry_start(void) { return atomic_load(&entry_start); }
+
+uintptr_t cprof__thread_entry_spawn(void) { return atomic_load(&entry_spawn); }

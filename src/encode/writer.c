@@ -23,7 +23,6 @@
 #include "capture/labels.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"
-#include "source/threads.h"
 
 typedef struct mapping_state {
   bool used;
@@ -280,7 +279,7 @@ void cprof__prof_drop_comment(cprof__prof *p, const cprof__agg *agg) {
  * ends below it, as Go's stacks end at the goroutine's function, so the
  * trampoline and libc's thread start are not shown. */
 size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs) {
-  uintptr_t tramp = cprof__threads_start_function();
+  uintptr_t tramp = cprof__thread_entry_start();
   for (size_t i = 1; i < npcs; i++) {
     const cprof__sym_result *r = cprof__sym_lookup(pcs[i]);
     if (r && r->nframes > 0 && r->frames[r->nframes - 1].start == tramp)
@@ -647,20 +646,15 @@ static size_t merge_equal_stacks(count_entry *v, size_t len) {
   return len;
 }
 
-/* threadcreate's stacks are taken by the pthread_create interposer; the
- * goroutine profile's by a signal or by the collecting thread itself. */
-static bool taken_by_interposer(const char *name) {
-  return strcmp(name, "threadcreate") == 0;
-}
-
 static int write_count_text(const char *name, const count_entry *v,
-                            size_t len, const cprof_sink *sink) {
+                            size_t len, bool first_is_call,
+                            const cprof_sink *sink) {
   int64_t total = 0;
   for (size_t i = 0; i < len; i++) total += v[i].count;
   cprof_buf out = {0};
   int err = cprof__buf_printf(&out, "%s profile: total %lld\n", name,
                               (long long)total);
-  if (taken_by_interposer(name))
+  if (first_is_call)
     cprof__text_begin_calls();
   else
     cprof__text_begin();
@@ -674,7 +668,7 @@ static int write_count_text(const char *name, const count_entry *v,
 
 static int write_count_pprof(const char *name, const count_entry *v,
                              size_t len, int64_t time_ns, int64_t duration_ns,
-                             const cprof_sink *sink) {
+                             bool first_is_call, const cprof_sink *sink) {
   const cprof__value_type st = {name, "count"};
   const cprof__prof_desc d = {
       .sample_types = &st,
@@ -683,7 +677,7 @@ static int write_count_pprof(const char *name, const count_entry *v,
       .period = 1,
       .time_nanos = time_ns,
       .duration_nanos = duration_ns,
-      .first_is_call = taken_by_interposer(name),
+      .first_is_call = first_is_call,
   };
   cprof__prof *p = cprof__prof_begin(&d, sink);
   if (!p) return CPROF_ENOMEM;
@@ -698,7 +692,7 @@ static int write_count_pprof(const char *name, const count_entry *v,
 
 int cprof__write_count_profile(const char *name, const cprof__records *recs,
                                int debug, int64_t duration_ns,
-                               const cprof_sink *sink) {
+                               bool first_is_call, const cprof_sink *sink) {
   count_entry *v = cprof__malloc((recs->len + 1) * sizeof *v);
   if (!v) return CPROF_ENOMEM;
   size_t len = 0;
@@ -707,9 +701,9 @@ int cprof__write_count_profile(const char *name, const cprof__records *recs,
       v[len++] = (count_entry){recs->v[i].sid, recs->v[i].v[0]};
   len = merge_equal_stacks(v, len);
   qsort(v, len, sizeof *v, by_count_desc);
-  int err = debug ? write_count_text(name, v, len, sink)
+  int err = debug ? write_count_text(name, v, len, first_is_call, sink)
                   : write_count_pprof(name, v, len, recs->time_ns,
-                                      duration_ns, sink);
+                                      duration_ns, first_is_call, sink);
   cprof__free(v);
   return err;
 }

@@ -120,10 +120,14 @@ CPROF__HIDDEN void cprof__prof_drop_comment(cprof__prof *p,
 /* Writes a count profile (one count per stack, as threadcreate and
  * goroutine are) from the records' first value: debug 0 as pprof with
  * sample type <name>/count, debug >= 1 as "<name> profile: total N" grouped
- * by stack and sorted by count. duration_ns is nonzero for a delta. */
+ * by stack and sorted by count. duration_ns is nonzero for a delta.
+ * first_is_call: the stacks were taken by an interposer, so each one's
+ * first frame is a call site too (threadcreate's are), not a pc where a
+ * thread was stopped. */
 CPROF__HIDDEN int cprof__write_count_profile(const char *name,
                                              const cprof__records *recs,
                                              int debug, int64_t duration_ns,
+                                             bool first_is_call,
                                              const cprof_sink *sink);
 
 

@@ -155,7 +155,7 @@ static long slot_entries(size_t slot) {
 static int slot_write(size_t slot, const cprof__records *recs, int debug,
                       int64_t duration_ns, const cprof_sink *sink) {
   return cprof__write_count_profile(slots[slot].name, recs, debug,
-                                    duration_ns, sink);
+                                    duration_ns, false, sink);
 }
 
 /* Each slot's functions. */

@@ -336,8 +336,8 @@ static bool left_out(collection *c, pid_t tid, const uintptr_t *pcs,
      * wait longer than that): it has not reached the trampoline either. */
     if (cprof__task_has_run(c->dirfd, tid) == 0) return true;
   }
-  uintptr_t a = cprof__threads_start_function();
-  uintptr_t b = cprof__threads_spawn_function();
+  uintptr_t a = cprof__thread_entry_start();
+  uintptr_t b = cprof__thread_entry_spawn();
   for (size_t i = 0; i < n; i++) {
     if (pcs[i] <= CPROF__PC_SYNTHETIC_MAX) continue;
     uintptr_t fs = func_start(c, pcs[i]);
@@ -871,7 +871,7 @@ static int goroutine_write(const cprof__records *recs, int debug,
   int err = debug >= 2 && duration_ns == 0
                 ? write_threads(recs, sink)
                 : cprof__write_count_profile("goroutine", recs, debug,
-                                             duration_ns, sink);
+                                             duration_ns, false, sink);
   cprof__tail_hide_interposers(false);
   return err;
 }

@@ -115,7 +115,7 @@ static void child_after_fork(void) {
   atomic_store(&started, false);
 }
 
-void cprof__heap_peak_start(void) {
+static void heap_peak_start(void) {
   if (atomic_exchange(&started, true)) return;
   pthread_t t;
   if (cprof__thread_spawn(&t, tracker_main, NULL, "cprof-heappeak") != 0) {
@@ -130,7 +130,7 @@ int cprof_heap_peak_reset(void) {
   cprof__records_free(&peak);
   peak_bytes = 0;
   cprof__unlock(&peak_lock);
-  cprof__heap_peak_start();
+  heap_peak_start();
   return 0;
 }
 
@@ -171,6 +171,7 @@ static const cprof__profile_def heap_peak_profile = {
     .collect = peak_collect,
     .write = peak_write,
     .reset = peak_reset,
+    .serving = heap_peak_start, /* the peak is kept from then on */
 };
 
 void cprof__heap_peak_init(void) {

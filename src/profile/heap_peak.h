@@ -9,10 +9,8 @@
 
 #include "base/internal.h"
 
-/* Registers the profile; from the constructor. */
+/* Registers the profile; from the constructor. Its tracker thread starts
+ * when a sink starts serving (the registry's serving hook). */
 CPROF__HIDDEN void cprof__heap_peak_init(void);
-/* Starts the tracker thread if it is not running (profiling was enabled).
- * Idempotent, thread-safe. */
-CPROF__HIDDEN void cprof__heap_peak_start(void);
 
 #endif

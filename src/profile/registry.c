@@ -93,6 +93,13 @@ int cprof__profile_register(const cprof__profile_def *def) {
   return err;
 }
 
+void cprof__profiles_serving(void) {
+  for (size_t i = 0, n = cprof__profiles_count(); i < n; i++) {
+    const cprof__profile_def *d = cprof__profile_at(i);
+    if (d && d->serving) d->serving();
+  }
+}
+
 const cprof__profile_def *cprof__profile_find(const char *name) {
   if (!name) return NULL;
   for (size_t i = 0, n = cprof__profiles_count(); i < n; i++) {

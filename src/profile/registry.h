@@ -83,6 +83,10 @@ typedef struct cprof__profile_def {
                const cprof_sink *sink);
   /* Forgets what the profile holds, for ?reset=1 (NULL: not supported). */
   void (*reset)(void);
+  /* Called each time a sink starts serving profiles (cprof_enable, the
+   * HTTP endpoint, dumps, the pusher), for a profile that keeps something
+   * only from then on (heap_peak's tracker); NULL: nothing to start. */
+  void (*serving)(void);
 } cprof__profile_def;
 
 /* Every profile, in name order. */
@@ -117,6 +121,9 @@ CPROF__HIDDEN int cprof__profile_write_delta(const cprof__profile_def *def,
  * CPROF__PROFILES_EXTRA are registered. Thread-safe. */
 #define CPROF__PROFILES_EXTRA 72
 CPROF__HIDDEN int cprof__profile_register(const cprof__profile_def *def);
+
+/* A sink starts serving profiles: runs every profile's serving hook. */
+CPROF__HIDDEN void cprof__profiles_serving(void);
 
 /* The definition for name (its name, alias or route), or NULL. */
 CPROF__HIDDEN const cprof__profile_def *cprof__profile_find(const char *name);

@@ -33,8 +33,9 @@ static long threadcreate_entries(void) {
 
 static int threadcreate_write(const cprof__records *recs, int debug,
                               int64_t duration_ns, const cprof_sink *sink) {
+  /* Its stacks are taken by the pthread_create interposer. */
   return cprof__write_count_profile("threadcreate", recs, debug, duration_ns,
-                                    sink);
+                                    true, sink);
 }
 
 const cprof__profile_def cprof__threadcreate_profile = {

@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "capture/taskread.h"
-#include "profile/heap_peak.h"
 #include "base/mem.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
@@ -24,7 +23,7 @@ static atomic_bool enabled;
 
 void cprof__mark_enabled(void) {
   atomic_store(&enabled, true);
-  cprof__heap_peak_start(); /* the peak is kept from now on */
+  cprof__profiles_serving();
 }
 bool cprof__profiling_enabled(void) { return atomic_load(&enabled); }
 

@@ -71,6 +71,12 @@ CPROF__HIDDEN void cprof__cpu_window_free(cprof__cpu_window *w);
 /* The rate the engine samples at now, 0 when it is idle. */
 CPROF__HIDDEN int cprof__cpu_engine_hz(void);
 
+/* Registers the function the engine calls (normal context, no lock of the
+ * engine's held) each time it starts, and in a fork child where it goes
+ * on: the thread scanner's wake (thread_scan.h), which is built on this
+ * source, so that this one never calls it by name. One listener. */
+CPROF__HIDDEN void cprof__cpu_engine_listen(void (*on_start)(void));
+
 /* The thread hooks this source registers with the pthread_create
  * trampoline (threads.h) when a session first starts: a thread starting
  * (arm its timer if the engine runs) and exiting (disarm it and remember

@@ -45,7 +45,6 @@
 #include "base/sig.h"
 #include "base/sys.h"
 #include "source/signals.h"
-#include "source/thread_scan.h"
 
 
 /* Distinct (stack, thread) pairs one session keeps; more are counted as
@@ -93,12 +92,22 @@ static cprof__sigown cpu_signal = {
     .taken = signal_taken,
 };
 static pthread_once_t signal_env_once = PTHREAD_ONCE_INIT;
+static _Atomic(void (*)(void)) engine_listener;
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
 /* Threads whose timer could not be armed (and that still exist, as far as
  * the engine knows): each counts once in every session running then. */
 #define UNARMED_MAX 1024
 static pid_t unarmed[UNARMED_MAX];
 static size_t nunarmed;
+
+void cprof__cpu_engine_listen(void (*on_start)(void)) {
+  atomic_store(&engine_listener, on_start);
+}
+
+static void engine_started(void) {
+  void (*fn)(void) = atomic_load(&engine_listener);
+  if (fn) fn();
+}
 
 CPROF__SIGNAL_SAFE static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
@@ -367,7 +376,7 @@ static void child_after_fork(void) {
   nunarmed = 0;
   if (kept && atomic_load(&engine_hz) != 0) {
     /* The scanner first: starting it is cprof's work, not the child's. */
-    cprof__thread_scan_wake();
+    engine_started();
     arm_thread(current_tid());
   } else {
     atomic_store(&engine_hz, 0);
@@ -515,7 +524,7 @@ int cprof__cpu_session_start(int hz, cprof__cpu_session **out) {
     cprof__free(s);
     return err;
   }
-  cprof__thread_scan_wake();
+  engine_started();
   *out = s;
   return 0;
 }

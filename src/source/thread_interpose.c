@@ -27,7 +27,6 @@
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "capture/taskread.h"
-#include "source/thread_scan.h"
 #include "source/threads.h"
 
 typedef int (*pthread_create_fn)(pthread_t *, const pthread_attr_t *,
@@ -40,15 +39,19 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 /* Distinct creating stacks kept; more are counted as drops. */
 #define THREADCREATE_STACKS 4096
 
+static void *spawned_main(void *p);
+static void *cprof__thread_main(void *p);
+
 static void init_once_fn(void) {
   cprof__stacktab_init();
   /* For the tail-call frames (profile.c). */
   static const uintptr_t mine[] = {(uintptr_t)pthread_create};
   cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
+  cprof__thread_entry_register((uintptr_t)cprof__thread_main,
+                               (uintptr_t)spawned_main);
   creations = cprof__agg_new(1, THREADCREATE_STACKS);
   atomic_store(&real_create,
                (pthread_create_fn)dlsym(RTLD_NEXT, "pthread_create"));
-  cprof__thread_scan_init();
 }
 
 void cprof__threads_init(void) { pthread_once(&init_once, init_once_fn); }
@@ -127,15 +130,6 @@ static void *cprof__thread_main(void *p) {
   return ret;
 }
 
-static void *spawned_main(void *p);
-
-uintptr_t cprof__threads_start_function(void) {
-  return (uintptr_t)cprof__thread_main;
-}
-
-uintptr_t cprof__threads_spawn_function(void) {
-  return (uintptr_t)spawned_main;
-}
 
 CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
                                 void *(*fn)(void *), void *arg) {

@@ -27,8 +27,9 @@
 #define CPROF__SIGNAL_CHECK_MS 100
 
 /* Notes the threads that exist now (the main thread, threads started
- * before cprof): they are nobody's creation in threadcreate. Called once,
- * by the threads module's set-up. */
+ * before cprof): they are nobody's creation in threadcreate; and has the
+ * CPU engine wake the scanner when it starts. Called once, by the
+ * constructor, before anything can start a CPU profile. */
 CPROF__HIDDEN void cprof__thread_scan_init(void);
 
 /* Reads /proc/self/task and returns how many threads, in all, have been
@@ -38,8 +39,8 @@ CPROF__HIDDEN void cprof__thread_scan_init(void);
 #define CPROF__SCAN_SETTLE_MS 20
 CPROF__HIDDEN uint64_t cprof__thread_scan_unseen(void);
 
-/* The CPU engine started or stopped: the scanner (started on first use,
- * in each process) scans while it runs. */
+/* The CPU engine started (its listener, source/cpu.h): the scanner
+ * (started on first use, in each process) scans while it runs. */
 CPROF__HIDDEN void cprof__thread_scan_wake(void);
 
 #endif

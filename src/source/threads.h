@@ -12,12 +12,6 @@
 
 #include "capture/agg.h"
 
-/* The address of the trampoline every thread created through cprof starts
- * in, so encoders can end stacks there. */
-CPROF__HIDDEN uintptr_t cprof__threads_start_function(void);
-/* The first function of every thread cprof__thread_spawn starts. */
-CPROF__HIDDEN uintptr_t cprof__threads_spawn_function(void);
-
 /* Starts one of cprof's own threads: created directly (not counted in
  * threadcreate), named name, with every signal blocked so that no signal
  * meant for the application is ever handled on it, and marked as profiler
