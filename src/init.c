@@ -35,7 +35,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 #include "sink/dump.h"
 #include "base/env.h"
 #include "encode/debug_cache.h"
@@ -52,7 +52,7 @@
 #include "profile/cpu.h"
 #include "profile/goroutine.h"
 #include "profile/wall.h"
-#include "source/cpu.h"
+#include "source/cpu_timer.h"
 #include "source/signals.h"
 #include "source/thread_scan.h"
 #include "source/threads.h"

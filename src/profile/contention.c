@@ -11,7 +11,7 @@
 #include "capture/stacktab.h"
 #include "encode/writer.h"
 #include "profile/contention.h"
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 
 static int collect_from(bool mutex, cprof__records *out) {
   cprof__agg *a = cprof__contention_agg(mutex);

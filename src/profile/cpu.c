@@ -20,7 +20,7 @@
 #include "capture/stacktab.h"
 #include "encode/writer.h"
 #include "profile/cpu.h"
-#include "source/cpu.h"
+#include "source/cpu_timer.h"
 
 typedef cprof__cpu_thread_name exited_name;
 

@@ -6,7 +6,7 @@
 #define CPROF_PROFILE_CPU_H
 
 #include "profile/registry.h"
-#include "source/cpu.h"
+#include "source/cpu_timer.h"
 
 /* Ends a session and writes its profile (pprof, gzipped) to sink, or only
  * discards it when sink is NULL. Returns 0 or a negative cprof_err. */

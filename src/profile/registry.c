@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "profile/contention.h"
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 #include "profile/goroutine.h"
 #include "profile/heap.h"
 #include "source/heap.h"

@@ -46,7 +46,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 #include "source/fds.h"
 #include "base/dynload.h"
 #include "base/env.h"

@@ -35,7 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 #include "profile/cpu.h"
 #include "sink/dump.h"
 #include "base/dynload.h"

@@ -30,7 +30,7 @@
 
 #include "base/fork.h"
 #include "capture/agg.h"
-#include "source/cpu.h"
+#include "source/cpu_timer.h"
 #include "source/threads.h"
 #include "base/env.h"
 #include "base/hmap.h"

@@ -35,7 +35,7 @@
 
 #include "base/fork.h"
 #include "capture/agg.h"
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 #include "base/env.h"
 #include "base/lock.h"
 #include "base/mem.h"

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "base/fork.h"
-#include "source/cpu.h"
+#include "source/cpu_timer.h"
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"

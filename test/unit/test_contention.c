@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <time.h>
 
-#include "source/contention.h"
+#include "source/lock_interpose.h"
 #include "profile/registry.h"
 #include "testutil.h"
 

@@ -11,8 +11,8 @@
  * session that started it; later sessions share that rate and say so in
  * their profile's period.
  */
-#ifndef CPROF_CPU_H
-#define CPROF_CPU_H
+#ifndef CPROF_CPU_TIMER_H
+#define CPROF_CPU_TIMER_H
 
 #include "base/internal.h"
 #include <stdbool.h>

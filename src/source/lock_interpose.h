@@ -14,8 +14,8 @@
  * sampling adds fractional counts, as Go's float counts do) and delay in
  * nanoseconds; the writers scale counts back to events.
  */
-#ifndef CPROF_CONTENTION_H
-#define CPROF_CONTENTION_H
+#ifndef CPROF_LOCK_INTERPOSE_H
+#define CPROF_LOCK_INTERPOSE_H
 
 #include <stdbool.h>
 #include <stdint.h>
