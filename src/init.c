@@ -51,6 +51,7 @@
 #include "capture/tasksample.h"
 #include "profile/cpu.h"
 #include "profile/goroutine.h"
+#include "source/thread_sample.h"
 #include "profile/wall.h"
 #include "source/cpu_timer.h"
 #include "source/signals.h"
@@ -322,7 +323,7 @@ static void check_settings(void) {
   cprof__cpu_default_hz();
   cprof__wall_default_hz();
   cprof__cpu_env_init();
-  cprof__goroutine_env_init();
+  cprof__thread_sample_env_init();
   cprof__task_sample_env_init();
   cprof__debug_cache_env_init();
 }

@@ -1,11 +1,11 @@
 /*
  * The wall-clock profile (wall.h). Each window has a sampler thread of
  * cprof's own (cprof__thread_spawn: every signal blocked, left out of
- * every profile) that, at each tick, runs one goroutine-profile
- * collection (profile/goroutine.h): a thread stopped in the kernel is
+ * every profile) that, at each tick, samples every thread
+ * (source/thread_sample.h): a thread stopped in the kernel is
  * read from /proc/self/task/TID/{stat,syscall} and walked from there,
- * never signalled; only a thread that is running user code gets the
- * goroutine profile's signal, and it is in no system call to cut short.
+ * never signalled; only a thread that is running user code gets thread
+ * sampling's signal, and it is in no system call to cut short.
  * Each thread's stack, with its current cprof labels (labels.h, read
  * from where the thread keeps them), is added to the window's table
  * keyed by (stack, thread, system call, state), weighing the time since
@@ -33,7 +33,7 @@
 #include "capture/taskread.h"
 #include "capture/tasksample.h"
 #include "encode/writer.h"
-#include "profile/goroutine.h"
+#include "source/thread_sample.h"
 #include "profile/wall.h"
 #include "source/threads.h"
 
@@ -161,7 +161,7 @@ static void *sampler_main(void *arg) {
     int64_t now = cprof__mono_ns();
     /* Running threads' answers are waited for half a period at most, so
      * that ticks keep to their times. */
-    int err = cprof__goroutine_sample(&recs, w->period_ns / 2);
+    int err = cprof__thread_sample_running(&recs, w->period_ns / 2);
     cprof__lock(&w->lock);
     if (now > next) w->late_ns += now - next;
     /* Each sample stands for the time since the previous tick (the

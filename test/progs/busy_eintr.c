@@ -38,7 +38,7 @@
 
 #include "cprof.h"
 #include "base/sig.h"
-#include "profile/goroutine.h"
+#include "source/thread_sample.h"
 
 #define WORKERS 4
 static _Atomic long calls, eintr;
@@ -178,8 +178,8 @@ int main(int argc, char **argv) {
   cprof_sink bs2 = cprof_sink_buf(&b2);
   cprof_profile_write("goroutine", 1, &bs2);
   cprof_buf_free(&b2);
-  cprof__goroutine_stats st;
-  cprof__goroutine_last_stats(&st);
+  cprof__thread_sample_stats st;
+  cprof__thread_sample_last_stats(&st);
   printf("calls=%ld eintr=%ld\n", atomic_load(&calls), atomic_load(&eintr));
   long long bns = atomic_load(&burst_cpu_ns), wns = atomic_load(&worker_cpu_ns);
   long long wall = atomic_load(&worker_wall_ns);

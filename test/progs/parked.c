@@ -33,7 +33,7 @@
 
 #include "cprof.h"
 #include "base/sig.h"
-#include "profile/goroutine.h"
+#include "source/thread_sample.h"
 
 enum {
   K_PAUSE, K_SLEEP, K_NANOSLEEP, K_CLOCK_NANOSLEEP, K_USLEEP, K_POLL,
@@ -229,8 +229,8 @@ int main(void) {
     if (errno == EINTR) early(K_MAIN_READ);
   for (int k = 0; k < K_N; k++)
     printf("%s eintr=%d\n", names[k], atomic_load(&eintr[k]));
-  cprof__goroutine_stats st;
-  cprof__goroutine_last_stats(&st);
+  cprof__thread_sample_stats st;
+  cprof__thread_sample_last_stats(&st);
   printf("stats threads=%d read=%d signalled=%d interrupted=%lld\n",
          st.threads, st.read, st.signalled, (long long)st.interrupted);
   /* What cprof avoids, done on purpose: a signal as cprof's timer would
@@ -249,7 +249,7 @@ int main(void) {
   cprof_sink bs = cprof_sink_buf(&b);
   cprof_profile_write("goroutine", 1, &bs);
   cprof_buf_free(&b);
-  cprof__goroutine_last_stats(&st);
+  cprof__thread_sample_last_stats(&st);
   printf("kicked pause eintr=%d interrupted=%lld\n",
          atomic_load(&eintr[K_PAUSE]), (long long)st.interrupted);
   fflush(stdout);

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cprof.h"
-#include "profile/goroutine.h"
+#include "source/thread_sample.h"
 
 #define SPINNERS 3
 #define SLEEPERS 14
@@ -142,8 +142,8 @@ int main(int argc, char **argv) {
   atomic_store(&measuring, 1);
   int err = write_to(argv[1], "threads2.txt", 2);
   atomic_store(&measuring, 0);
-  cprof__goroutine_stats st;
-  cprof__goroutine_last_stats(&st);
+  cprof__thread_sample_stats st;
+  cprof__thread_sample_last_stats(&st);
   if (!err) err = write_to(argv[1], "threads1.txt", 1);
   if (!err) err = write_to(argv[1], "threads.pb.gz", 0);
   printf("threads=%d answered=%d read=%d perf=%d perf_answered=%d "

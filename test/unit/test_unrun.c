@@ -19,7 +19,7 @@
 
 #include "capture/taskread.h"
 #include "cprof.h"
-#include "profile/goroutine.h"
+#include "source/thread_sample.h"
 #include "testutil.h"
 
 static atomic_int spinning, stop_spin, spin_ms = 400;
@@ -170,8 +170,8 @@ static void test_starved_thread(void) {
     printf("  skip: SCHED_FIFO is not allowed here\n");
   } else {
     char *text = goroutine_text();
-    cprof__goroutine_stats st;
-    cprof__goroutine_last_stats(&st);
+    cprof__thread_sample_stats st;
+    cprof__thread_sample_last_stats(&st);
     CHECK(text && strstr(text, "starved_spin"));
     CHECK(text && !strstr(text, "did_not_answer"));
     CHECK(st.starved_waits >= 1);
