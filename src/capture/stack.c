@@ -922,7 +922,7 @@ CPROF__SIGNAL_SAFE size_t cprof__stack_walk_ucontext(const void *ucontext, uintp
   return o.n;
 }
 
-size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max, size_t skip) {
+CPROF__SIGNAL_SAFE size_t cprof__stack_walk_here(uintptr_t *pcs, size_t max, size_t skip) {
   if (max == 0) return 0;
   int saved = errno;
   /* Our own record's return address is the call site in our caller, so

@@ -137,7 +137,7 @@ int cprof__stacktab_init(void) {
 }
 
 /* A 64-bit hash of the frames, never 0 (0 marks an empty slot). */
-uint64_t cprof__stacktab_hash(const uintptr_t *pcs, size_t n) {
+CPROF__SIGNAL_SAFE uint64_t cprof__stacktab_hash(const uintptr_t *pcs, size_t n) {
   uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)n;
   for (size_t i = 0; i < n; i++) {
     h ^= (uint64_t)pcs[i];

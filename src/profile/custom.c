@@ -18,7 +18,7 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
-#include "capture/labels.h"
+#include "capture/sample.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "encode/writer.h"
@@ -74,12 +74,11 @@ static int rebuild(cprof_profile *p) {
 
 int cprof_profile_add(cprof_profile *p, uintptr_t key, int skip) {
   if (!p || skip < 0 || key == UINTPTR_MAX) return CPROF_EINVAL;
-  uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_refresh_try();
-  size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs),
-                                    1 + (size_t)skip);
-  n = cprof__labels_mark(pcs, n, CPROF__ARRAY_LEN(pcs));
-  cprof__stack_id sid = cprof__stacktab_intern(pcs, n);
+  /* From the caller of this function, skip more frames out. */
+  const cprof__sample_at at = {.from = CPROF__SAMPLE_HERE,
+                               .skip = 1 + (size_t)skip};
+  cprof__stack_id sid = cprof__sample_stack(&at, CPROF__SAMPLE_LABELS);
   int err = 0;
   size_t pos;
   cprof__lock(&p->lock);

@@ -30,6 +30,7 @@
 
 #include "base/fork.h"
 #include "capture/agg.h"
+#include "capture/sample.h"
 #include "source/cpu_timer.h"
 #include "source/threads.h"
 #include "base/env.h"
@@ -38,7 +39,6 @@
 #include "base/mem.h"
 #include "base/proc.h"
 #include "capture/stack.h"
-#include "capture/labels.h"
 #include "capture/stacktab.h"
 #include "capture/taskread.h"
 #include "base/rng.h"
@@ -129,10 +129,8 @@ static void engine_give(void) {
  * most of a handler's stack use), entered only once the room is known. */
 CPROF__SIGNAL_SAFE __attribute__((noinline)) static void take_sample(const siginfo_t *si,
                                                   void *uc) {
-  uintptr_t pcs[CPROF__STACK_BUF];
-  size_t n = cprof__stack_walk_ucontext(uc, pcs, CPROF__ARRAY_LEN(pcs));
-  n = cprof__labels_mark(pcs, n, CPROF__ARRAY_LEN(pcs));
-  cprof__stack_id sid = cprof__stacktab_intern(pcs, n);
+  const cprof__sample_at at = {.from = CPROF__SAMPLE_SIGNAL, .uc = uc};
+  cprof__stack_id sid = cprof__sample_stack(&at, CPROF__SAMPLE_LABELS);
   int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
   const int64_t vals[2] = {weight, weight * period_ns};
   uint32_t tid = (uint32_t)current_tid();

@@ -44,6 +44,7 @@
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/labels.h"
+#include "capture/sample.h"
 #include "capture/stacktab.h"
 
 /* Distinct stacks each profile keeps; more are counted as drops. */
@@ -122,11 +123,9 @@ static inline frame_ref frame_of(const void *frame) {
 #define HERE __builtin_frame_address(0)
 
 static cprof__stack_id intern_at(frame_ref at) {
-  uintptr_t pcs[CPROF__STACK_BUF];
-  size_t n = cprof__stack_walk_from(at.pc, at.fp, at.sp, pcs,
-                                    CPROF__ARRAY_LEN(pcs));
-  n = cprof__labels_mark(pcs, n, CPROF__ARRAY_LEN(pcs));
-  return cprof__stacktab_intern(pcs, n);
+  const cprof__sample_at from = {
+      .from = CPROF__SAMPLE_FRAME, .pc = at.pc, .fp = at.fp, .sp = at.sp};
+  return cprof__sample_stack(&from, CPROF__SAMPLE_LABELS);
 }
 
 static uint64_t rnd(void) {

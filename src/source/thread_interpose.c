@@ -24,6 +24,7 @@
 #include "base/mem.h"
 #include "base/fork.h"
 #include "capture/interposers.h"
+#include "capture/sample.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 #include "capture/taskread.h"
@@ -138,14 +139,14 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   pthread_create_fn real = atomic_load(&real_create);
   if (!real) return EAGAIN;
 
-  uintptr_t pcs[CPROF__STACK_BUF];
-  cprof__stack_refresh_try();
-  size_t n = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), 1);
-
   bool cprof_thread = cprof__guarded();
-  cprof__stack_id sid = creations && !cprof_thread
-                            ? cprof__stacktab_intern(pcs, n)
-                            : CPROF__TASK_NO_STACK;
+  cprof__stack_id sid = CPROF__TASK_NO_STACK;
+  if (creations && !cprof_thread) {
+    cprof__stack_refresh_try();
+    /* From pthread_create's caller. */
+    const cprof__sample_at at = {.from = CPROF__SAMPLE_HERE, .skip = 1};
+    sid = cprof__sample_stack(&at, 0);
+  }
   thread_start *start = cprof__malloc(sizeof *start);
   int rc;
   /* A thread a library starts from cprof's code, with no attributes of

@@ -56,6 +56,7 @@
 #include "capture/cfi.h"
 #include "capture/stack.h"
 #include "capture/interposers.h"
+#include "capture/sample.h"
 #include "capture/stacktab.h"
 #include "base/proc.h"
 #include "base/sig.h"
@@ -364,7 +365,9 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
   }
   n = drop_interposers(c, pcs, n);
   const int64_t v[4] = {1, state, how, nr + 1};
-  return cprof__records_add(c->out, cprof__stacktab_intern(pcs, n),
+  const cprof__sample_at at = {.from = CPROF__SAMPLE_WALKED, .pcs = pcs,
+                               .n = n};
+  return cprof__records_add(c->out, cprof__sample_stack(&at, 0),
                             (uint32_t)tid, v, 4);
 }
 
