@@ -38,7 +38,8 @@ static void child_after_fork(void) {
 }
 
 static void fork_init(void) {
-  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_DYNLOAD, before_fork, parent_after_fork,
+                child_after_fork);
 }
 
 static int load(cprof__dynlib *lib) {

@@ -1,11 +1,13 @@
 /*
- * cprof's fork handlers in one pthread_atfork registration (fork.h).
+ * cprof's fork handlers in one pthread_atfork registration, run in the
+ * fixed order of their slots (fork.h).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,12 +22,14 @@ typedef struct handlers {
   void (*child)(void);
 } handlers;
 
-static handlers table[CPROF__FORK_HANDLERS];
-static _Atomic size_t count;   /* entries of table filled in */
-static size_t forked_count;    /* count when the fork began */
+static handlers table[CPROF__FORK_SLOTS];
+static _Atomic uint32_t filled;  /* bit per slot of table filled in */
+static uint32_t forked;          /* filled when the fork began */
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool child_running;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+_Static_assert(CPROF__FORK_SLOTS <= 32, "a bit per slot");
 
 /* The registration lock is held from the first prepare handler to the
  * end of the fork, as glibc holds its own: a module that registers while
@@ -35,16 +39,15 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void run_prepare(void) {
   cprof__lock(&register_lock);
   atomic_store(&cprof__pid_cache, 0);
-  size_t n = atomic_load(&count);
-  forked_count = n;
-  for (size_t i = n; i-- > 0;)
-    if (table[i].prepare) table[i].prepare();
+  forked = atomic_load(&filled);
+  for (int i = CPROF__FORK_SLOTS; i-- > 0;)
+    if ((forked >> i & 1) && table[i].prepare) table[i].prepare();
 }
 
 static void run_parent(void) {
   atomic_store(&cprof__pid_cache, (int)getpid());
-  for (size_t i = 0; i < forked_count; i++)
-    if (table[i].parent) table[i].parent();
+  for (int i = 0; i < CPROF__FORK_SLOTS; i++)
+    if ((forked >> i & 1) && table[i].parent) table[i].parent();
   cprof__unlock(&register_lock);
 }
 
@@ -52,34 +55,38 @@ static void run_child(void) {
   atomic_store(&cprof__pid_cache, (int)getpid());
   atomic_store(&child_running, true);
   pthread_mutex_init(&register_lock, NULL);
-  for (size_t i = 0; i < forked_count; i++)
-    if (table[i].child) table[i].child();
+  for (int i = 0; i < CPROF__FORK_SLOTS; i++)
+    if ((forked >> i & 1) && table[i].child) table[i].child();
   atomic_store(&child_running, false);
 }
 
-_Atomic int cprof__pid_cache;
-
 static void first(void) {
   atomic_store(&cprof__pid_cache, (int)getpid());
-  table[0] = (handlers){cprof__own_atfork_prepare, cprof__own_atfork_parent,
-                        cprof__own_atfork_child};
-  atomic_store(&count, 1);
+  table[CPROF__FORK_OWN_HEAP] =
+      (handlers){cprof__own_atfork_prepare, cprof__own_atfork_parent,
+                 cprof__own_atfork_child};
+  atomic_store(&filled, 1u << CPROF__FORK_OWN_HEAP);
   pthread_atfork(run_prepare, run_parent, run_child);
 }
 
-int cprof__atfork(void (*prepare)(void), void (*parent)(void),
-                  void (*child)(void)) {
+int cprof__atfork(cprof__fork_slot slot, void (*prepare)(void),
+                  void (*parent)(void), void (*child)(void)) {
+  if ((unsigned)slot >= CPROF__FORK_SLOTS) return EINVAL;
   pthread_once(&once, first);
+  const handlers h = {prepare, parent, child};
+  int err = 0;
   cprof__lock(&register_lock);
-  size_t n = atomic_load(&count);
-  if (n == CPROF__FORK_HANDLERS) {
-    cprof__unlock(&register_lock);
-    return ENOMEM;
+  uint32_t bits = atomic_load(&filled);
+  if (bits >> slot & 1) {
+    if (table[slot].prepare != h.prepare || table[slot].parent != h.parent ||
+        table[slot].child != h.child)
+      err = EINVAL;
+  } else {
+    table[slot] = h;
+    atomic_store(&filled, bits | 1u << slot);
   }
-  table[n] = (handlers){prepare, parent, child};
-  atomic_store(&count, n + 1);
   cprof__unlock(&register_lock);
-  return 0;
+  return err;
 }
 
 bool cprof__fork_child_running(void) { return atomic_load(&child_running); }

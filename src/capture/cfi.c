@@ -1932,7 +1932,7 @@ void cprof__cfi_init(void) {
   /* Registered outside the lock: fork runs the handlers holding the
    * lock pthread_atfork takes. */
   if (!atomic_flag_test_and_set(&atfork_registered)) {
-    cprof__atfork(atfork_prepare, atfork_parent, atfork_child);
+    cprof__atfork(CPROF__FORK_UNWIND, atfork_prepare, atfork_parent, atfork_child);
     atomic_store(&atfork_done, 1);
   }
 #endif

@@ -94,7 +94,9 @@ static void child_after_fork(void) {
   memset(threads_tab, 0, sizeof threads_tab);
   if (tls.tid) publish_thread();
 }
-static void fork_init(void) { cprof__atfork(NULL, NULL, child_after_fork); }
+static void fork_init(void) {
+  cprof__atfork(CPROF__FORK_LABELS, NULL, NULL, child_after_fork);
+}
 
 const cprof_labels *cprof_labels_current(void) { return tls.set; }
 

@@ -920,7 +920,7 @@ static void sym_child_after_fork(void) {
 }
 
 static void sym_fork_init(void) {
-  cprof__atfork(sym_before_fork, sym_parent_after_fork,
+  cprof__atfork(CPROF__FORK_SYMBOLS, sym_before_fork, sym_parent_after_fork,
                  sym_child_after_fork);
 }
 

@@ -153,7 +153,9 @@ static void app_after_fork(void) {
   pthread_mutex_init(&app_lock, NULL);
 }
 
-static void app_init(void) { cprof__atfork(NULL, NULL, app_after_fork); }
+static void app_init(void) {
+  cprof__atfork(CPROF__FORK_CPU_PROFILE, NULL, NULL, app_after_fork);
+}
 
 int cprof_cpu_start(int hz) {
   pthread_once(&app_once, app_init);

@@ -179,6 +179,7 @@ void cprof__heap_peak_init(void) {
   if (cprof__env_int("CPROF_HEAP_PEAK_MS", 1, 60000,
                      "the default of 50 ms is used", &ms))
     interval_ms = ms;
-  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_HEAP_PEAK, before_fork, parent_after_fork,
+                child_after_fork);
   cprof__profile_register(&heap_peak_profile);
 }

@@ -240,7 +240,8 @@ static void child_after_fork(void) {
 }
 
 static void fork_init(void) {
-  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_WALL, before_fork, parent_after_fork,
+                child_after_fork);
 }
 
 static int window_start(long long hz, void **handle) {

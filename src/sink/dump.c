@@ -1183,7 +1183,7 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
     return CPROF_ESYS;
   }
   pthread_detach(t);
-  cprof__atfork(NULL, parent_after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_DUMP, NULL, parent_after_fork, child_after_fork);
   dl_iterate_phdr(ldso_cb, NULL);
   cprof__stack_foreign_wake(&wake_word);
   /* The symbolizer's lock sets itself up (a pthread_once) on first use:

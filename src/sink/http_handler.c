@@ -81,7 +81,7 @@ static void windows_child_after_fork(void) {
 
 static pthread_once_t windows_fork_once = PTHREAD_ONCE_INIT;
 static void windows_fork_init(void) {
-  cprof__atfork(NULL, NULL, windows_child_after_fork);
+  cprof__atfork(CPROF__FORK_HTTP, NULL, NULL, windows_child_after_fork);
 }
 
 void cprof__http_handler_init(void) {

@@ -927,7 +927,8 @@ static void child_after_fork(void) {
 static void fork_init(void) {
   /* After the registry's: its child handler must run before this one. */
   cprof__fd_init();
-  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_TREE, before_fork, parent_after_fork,
+                child_after_fork);
 }
 
 int cprof__tree_root(cprof__tree_serve_fn fn) {

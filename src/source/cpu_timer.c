@@ -395,7 +395,8 @@ void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
 }
 
 static void install_atfork(void) {
-  cprof__atfork(fork_prepare, fork_parent, child_after_fork);
+  cprof__atfork(CPROF__FORK_CPU_TIMERS, fork_prepare, fork_parent,
+                child_after_fork);
 }
 
 static void read_signal_env(void) {

@@ -158,7 +158,8 @@ static void child_after_fork(void) {
 
 static void install(void) {
   for (int i = 0; i < F_COUNT; i++) next(i);
-  cprof__atfork(before_fork, parent_after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_FDS, before_fork, parent_after_fork,
+                child_after_fork);
 }
 
 void cprof__fd_init(void) { pthread_once(&fd_once, install); }

@@ -1461,7 +1461,7 @@ static void init_once_fn(void) {
    * need them (live_insert, region_alloc): nothing is reserved here. */
   cprof__agg *agg = cprof__agg_new(2, HEAP_RECORDS);
   atomic_store_explicit(&hot.samples, agg, memory_order_release);
-  cprof__atfork(atfork_prepare, atfork_parent, atfork_child);
+  cprof__atfork(CPROF__FORK_HEAP, atfork_prepare, atfork_parent, atfork_child);
   find_operator_new();
   reseed_current_thread();
   atomic_store_explicit(&ready, true, memory_order_release);

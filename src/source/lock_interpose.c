@@ -600,7 +600,7 @@ void cprof__contention_env_init(void) {
       (uintptr_t)sem_timedwait, (uintptr_t)sem_clockwait,
       (uintptr_t)pthread_barrier_wait};
   cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
-  cprof__atfork(NULL, NULL, child_after_fork);
+  cprof__atfork(CPROF__FORK_LOCKS, NULL, NULL, child_after_fork);
   long long v;
   if (cprof__env_int("CPROF_MUTEX_FRACTION", 0, INT_MAX,
                      "mutex profile disabled", &v))

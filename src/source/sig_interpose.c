@@ -124,7 +124,7 @@ static void child_after_fork(void) { atomic_store(&lock_holder, 0); }
  * child the lock is free again before the owners' own child handlers use
  * it, and no fork finds it held mid-change. */
 void cprof__sig_init(void) {
-  cprof__atfork(before_fork, after_fork, child_after_fork);
+  cprof__atfork(CPROF__FORK_SIGNALS, before_fork, after_fork, child_after_fork);
 }
 
 /* Bit sig - 1 for signal sig, as the kernel's masks have it. */

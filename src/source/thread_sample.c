@@ -241,7 +241,7 @@ void cprof__thread_sample_env_init(void) { pthread_once(&env_once, read_env); }
 
 static void setup(void) {
   cprof__thread_sample_env_init();
-  cprof__atfork(before_fork, after_fork, after_fork);
+  cprof__atfork(CPROF__FORK_THREAD_SAMPLE, before_fork, after_fork, after_fork);
 }
 
 /* Whether sig is in the thread's blocked or pending set (/proc's SigBlk

@@ -92,7 +92,8 @@ static void atfork_child(void) {
 }
 
 void cprof__thread_scan_init(void) {
-  cprof__atfork(atfork_prepare, atfork_parent, atfork_child);
+  cprof__atfork(CPROF__FORK_THREAD_SCAN, atfork_prepare, atfork_parent,
+                atfork_child);
   cprof__cpu_engine_listen(cprof__thread_scan_wake);
   size_t n;
   pid_t *tids = list_tasks(&n);

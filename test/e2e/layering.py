@@ -19,7 +19,13 @@ Checks, each failing with the offending edge named:
      interposes (malloc family, the pthread and semaphore waits,
      pthread_create): everything else reaches them through base/real.h.
   5. with DESIGN_MD, its table names every file under src/ and no file
-     that does not exist.
+     that does not exist;
+  6. no two headers share a file name, whatever their folders;
+  7. no two objects use each other's symbols, directly or through others
+     (no cycle in the call graph between files);
+  8. every fork handler registration (cprof__atfork) names a slot of its
+     own file's layer in base/fork.h, whose slots run in layer order, and
+     no slot is registered by two files.
 Prints one line per check that passed; exits 1 with every violation listed.
 """
 import os
@@ -184,6 +190,99 @@ def main():
             if rel.endswith((".c", ".h")):
                 errors.append(f"the design document names {rel}, which does not exist")
         passed.append(f"the design document names all {len(sources)} files and no other")
+
+    # 6. Unique header names.
+    seen = {}
+    for rel in sorted(sources):
+        if rel.endswith(".h"):
+            b = os.path.basename(rel)
+            if b in seen:
+                errors.append(f"{rel} and {seen[b]} share a header name")
+            seen.setdefault(b, rel)
+    passed.append(f"{len(seen)} header names, each used once")
+
+    # 7. No cycle between files: Tarjan's strongly connected components.
+    graph = {rel: set() for rel in objs}
+    for rel, syms in undefined.items():
+        for s in syms:
+            d = defined.get(s)
+            if d and d != rel and s not in ANCHORS and s not in LIBC_PASSTHROUGH:
+                graph[rel].add(d)
+    index, low, on, stack, comps = {}, {}, set(), [], []
+    def strong(v):
+        work = [(v, iter(sorted(graph[v])))]
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        while work:
+            u, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on:
+                    low[u] = min(low[u], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[u])
+            if low[u] == index[u]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == u:
+                        break
+                if len(comp) > 1:
+                    comps.append(sorted(comp))
+    for v in sorted(graph):
+        if v not in index:
+            strong(v)
+    for comp in comps:
+        errors.append("call cycle between files: " + " <-> ".join(comp))
+    passed.append(f"no call cycle between the {len(graph)} objects")
+
+    # 8. Fork handler slots in layer order, each used by one file.
+    fork_h = os.path.join(srcdir, "base", "fork.h")
+    slots = {}
+    if os.path.exists(fork_h):
+        with open(fork_h) as fh:
+            text = fh.read()
+        m = re.search(r"typedef enum cprof__fork_slot \{(.*?)\}", text, re.S)
+        layer = None
+        for line in (m.group(1) if m else "").splitlines():
+            c = re.match(r"\s*/\* (\w+) \*/\s*$", line)
+            if c and c.group(1) in LAYERS:
+                if layer is not None and LAYERS.index(c.group(1)) < LAYERS.index(layer):
+                    errors.append(f"base/fork.h: the {c.group(1)} slots come after {layer}'s")
+                layer = c.group(1)
+                continue
+            e = re.match(r"\s*(CPROF__FORK_\w+)", line)
+            if e and e.group(1) != "CPROF__FORK_SLOTS":
+                slots[e.group(1)] = layer
+        if not slots:
+            errors.append("base/fork.h: no fork slots found")
+    call = re.compile(r"cprof__atfork\(\s*(\w+)")
+    users = {}
+    for rel in sorted(sources):
+        if not rel.endswith(".c") or rel == "base/fork.c":
+            continue
+        with open(os.path.join(srcdir, rel)) as fh:
+            for slot in call.findall(fh.read()):
+                users.setdefault(slot, []).append(rel)
+                want = slots.get(slot)
+                if want is None:
+                    errors.append(f"{rel}: cprof__atfork with {slot}, not a slot of base/fork.h")
+                elif rank_of(rel) != LAYERS.index(want):
+                    errors.append(f"{rel}: fork slot {slot} is a {want} slot")
+    for slot, files in sorted(users.items()):
+        if len(files) > 1:
+            errors.append(f"fork slot {slot} registered by {' and '.join(files)}")
+    passed.append(f"{len(users)} fork handler registrations, each in its layer's slot")
 
     if errors:
         for e in errors:

@@ -64,6 +64,28 @@ cc -c -o "$TMP/obj/sink/own_lock.c.o" "$TMP/src/sink/own_lock.c"
 expect_failure "a call of an interposed name" "sink/own_lock.c calls interposed names: pthread_mutex_lock"
 
 copy_tree
+cat >"$TMP/src/capture/cycle_a.c" <<'C'
+void cycle_b(int);
+void cycle_a(int n) { if (n) cycle_b(n - 1); }
+C
+cat >"$TMP/src/capture/cycle_b.c" <<'C'
+void cycle_a(int);
+void cycle_b(int n) { if (n) cycle_a(n - 1); }
+C
+cc -c -o "$TMP/obj/capture/cycle_a.c.o" "$TMP/src/capture/cycle_a.c"
+cc -c -o "$TMP/obj/capture/cycle_b.c.o" "$TMP/src/capture/cycle_b.c"
+expect_failure "a call cycle between two files" "call cycle between files: capture/cycle_a.c <-> capture/cycle_b.c"
+
+copy_tree
+printf '/* another mem.h */\n' >"$TMP/src/sink/mem.h"
+expect_failure "a header name used twice" "sink/mem.h and base/mem.h share a header name"
+
+copy_tree
+printf '#include "base/fork.h"\nvoid f(void) { cprof__atfork(CPROF__FORK_DUMP, 0, 0, 0); }\n' >"$TMP/src/capture/forks.c"
+expect_failure "a fork handler in another layer's slot" "capture/forks.c: fork slot CPROF__FORK_DUMP is a sink slot"
+expect_failure "a fork slot registered twice" "fork slot CPROF__FORK_DUMP registered by capture/forks.c and sink/dump.c"
+
+copy_tree
 printf 'int stray;\n' >"$TMP/src/stray.c"
 expect_failure "a file outside the layers" "stray.c: not in a layer folder"
 
