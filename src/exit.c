@@ -32,7 +32,7 @@ void cprof__exit_init(void) {
   atomic_store(&real_Exit, (exit_fn)dlsym(RTLD_NEXT, "_Exit"));
 }
 
-static _Noreturn void exit_through(_Atomic(exit_fn) *real, int status) {
+CPROF__SIGNAL_SAFE static _Noreturn void exit_through(_Atomic(exit_fn) *real, int status) {
   /* A daemon's first stages leave by _exit (daemon(3) does): the
    * endpoint goes on in the process that lives on. */
   cprof__tree_hand_over();
@@ -42,9 +42,9 @@ static _Noreturn void exit_through(_Atomic(exit_fn) *real, int status) {
   for (;;) syscall(SYS_exit_group, status);
 }
 
-CPROF_EXPORT void _exit(int status) { exit_through(&real_exit, status); }
+CPROF__SIGNAL_SAFE CPROF_EXPORT void _exit(int status) { exit_through(&real_exit, status); }
 
-CPROF_EXPORT void _Exit(int status) { exit_through(&real_Exit, status); }
+CPROF__SIGNAL_SAFE CPROF_EXPORT void _Exit(int status) { exit_through(&real_Exit, status); }
 
 /* daemon(3), as glibc 2.36 writes it, but with its parent leaving through
  * the interposed _exit: glibc's own calls _exit inside libc, where no

@@ -88,7 +88,9 @@ static size_t preload_own_at; /* bytes of preload_after ahead of it */
 static _Atomic pid_t detached_pid;
 
 /* LD_PRELOAD separates its entries with colons or spaces. */
-static bool preload_sep(char c) { return c == ':' || c == ' '; }
+CPROF__SIGNAL_SAFE static bool preload_sep(char c) {
+  return c == ':' || c == ' ';
+}
 
 /* True when entry (len bytes) of LD_PRELOAD names the library this code is
  * in: the same file, or for a bare name (which the loader looked up), the
@@ -216,7 +218,7 @@ static void detach_environment(bool follow_exec) {
 }
 
 /* True when envp sets the variable of entry ("NAME=..."). */
-static bool env_has(char *const envp[], const char *entry) {
+CPROF__SIGNAL_SAFE static bool env_has(char *const envp[], const char *entry) {
   size_t n = strcspn(entry, "=");
   for (size_t i = 0; envp && envp[i]; i++)
     if (strncmp(envp[i], entry, n) == 0 && envp[i][n] == '=') return true;
@@ -224,7 +226,7 @@ static bool env_has(char *const envp[], const char *entry) {
 }
 
 /* True when LD_PRELOAD value v has entry own. */
-static bool preload_has(const char *v, const char *own) {
+CPROF__SIGNAL_SAFE static bool preload_has(const char *v, const char *own) {
   size_t n = strlen(own);
   for (const char *p = v; *p;) {
     while (*p && preload_sep(*p)) p++;
@@ -237,7 +239,7 @@ static bool preload_has(const char *v, const char *own) {
 }
 
 /* Appends n bytes of s at out[*o], within outlen (terminated). */
-static void put(char *out, size_t outlen, size_t *o, const char *s, size_t n) {
+CPROF__SIGNAL_SAFE static void put(char *out, size_t outlen, size_t *o, const char *s, size_t n) {
   if (*o + n >= outlen) n = outlen - *o - 1;
   memcpy(out + *o, s, n);
   *o += n;
@@ -249,7 +251,7 @@ static void put(char *out, size_t outlen, size_t *o, const char *s, size_t n) {
  * left it as cprof did; else cur with cprof's entry where it was (after
  * the entries that came before it, when cur still starts with them), or
  * first. Only memcpy, for exec's signal safety. */
-static void preload_for_exec(const char *cur, char *out, size_t outlen) {
+CPROF__SIGNAL_SAFE static void preload_for_exec(const char *cur, char *out, size_t outlen) {
   size_t o = 0;
   out[0] = '\0';
   if (cur ? preload_after && strcmp(cur, preload_after) == 0 : !preload_after) {
@@ -277,7 +279,7 @@ static void preload_for_exec(const char *cur, char *out, size_t outlen) {
 /* For an exec that keeps the pid (a shell's `exec prog`): how many
  * pointers the environment given back needs (0: nothing was taken out),
  * and in *preload_len the bytes its LD_PRELOAD entry needs. */
-static size_t exec_env_size(char *const envp[], size_t *preload_len) {
+CPROF__SIGNAL_SAFE static size_t exec_env_size(char *const envp[], size_t *preload_len) {
   if (!nremoved && !preload_orig) return 0;
   size_t n = 0;
   const char *cur = NULL;
@@ -294,7 +296,7 @@ static size_t exec_env_size(char *const envp[], size_t *preload_len) {
  * variables envp does not set, and cprof's LD_PRELOAD entry), in the
  * caller's buffers: nothing allocated, locked or written elsewhere, so it
  * is async-signal-safe, as exec is. */
-static void exec_env_fill(char *const envp[], char **out, char *preload,
+CPROF__SIGNAL_SAFE static void exec_env_fill(char *const envp[], char **out, char *preload,
                           size_t preload_len) {
   const char *cur = NULL;
   for (size_t i = 0; envp && envp[i]; i++)
@@ -408,7 +410,7 @@ __attribute__((constructor)) static void cprof__init(void) {
     }                                                                      \
   } while (0)
 
-static int do_execve(const char *path, char *const argv[],
+CPROF__SIGNAL_SAFE static int do_execve(const char *path, char *const argv[],
                      char *const envp[]) {
   execve_fn real = atomic_load(&real_execve);
   int rc;
@@ -435,12 +437,12 @@ static int do_execvpe(const char *file, char *const argv[],
   return rc;
 }
 
-CPROF_EXPORT int execve(const char *path, char *const argv[],
+CPROF__SIGNAL_SAFE CPROF_EXPORT int execve(const char *path, char *const argv[],
                         char *const envp[]) {
   return do_execve(path, argv, envp);
 }
 
-CPROF_EXPORT int execv(const char *path, char *const argv[]) {
+CPROF__SIGNAL_SAFE CPROF_EXPORT int execv(const char *path, char *const argv[]) {
   return do_execve(path, argv, environ);
 }
 
@@ -453,7 +455,7 @@ CPROF_EXPORT int execvp(const char *file, char *const argv[]) {
   return do_execvpe(file, argv, environ);
 }
 
-CPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
+CPROF__SIGNAL_SAFE CPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   fexecve_fn real = atomic_load(&real_fexecve);
   if (!real) {
     errno = ENOSYS;
@@ -476,7 +478,7 @@ CPROF_EXPORT int fexecve(int fd, char *const argv[], char *const envp[]) {
   va_start(ap, arg);                                                      \
   for (size_t i_ = 1; i_ <= n_; i_++) argv[i_] = va_arg(ap, char *)
 
-CPROF_EXPORT int execl(const char *path, const char *arg, ...) {
+CPROF__SIGNAL_SAFE CPROF_EXPORT int execl(const char *path, const char *arg, ...) {
   va_list ap;
   GATHER_ARGS(arg, ap, argv);
   va_end(ap);
@@ -490,7 +492,7 @@ CPROF_EXPORT int execlp(const char *file, const char *arg, ...) {
   return do_execvpe(file, argv, environ);
 }
 
-CPROF_EXPORT int execle(const char *path, const char *arg, ...) {
+CPROF__SIGNAL_SAFE CPROF_EXPORT int execle(const char *path, const char *arg, ...) {
   va_list ap;
   GATHER_ARGS(arg, ap, argv);
   char *const *envp = va_arg(ap, char *const *);

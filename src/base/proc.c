@@ -159,8 +159,7 @@ __attribute__((noinline, no_sanitize("address", "thread", "undefined")))
 static bool probe_timer_create(void) {
   long pid = cprof__sys6(SYS_clone, 0, 0, 0, 0, 0, 0);
   if (pid == 0) {
-    struct cprof__ksigaction dfl = {0};
-    cprof__sys4(SYS_rt_sigaction, SIGSYS, (long)&dfl, 0, 8);
+    cprof__sig_default(SIGSYS);
     struct sigevent sev;
     memset(&sev, 0, sizeof sev);
     sev.sigev_notify = SIGEV_NONE;

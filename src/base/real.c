@@ -88,6 +88,7 @@ static const real_fn_info fn_info[CPROF__F_COUNT] = {
     [CPROF__F_BARRIER_WAIT] = {"pthread_barrier_wait", NULL, NULL},
     [CPROF__F_JOIN] = {"pthread_join", NULL, NULL},
     [CPROF__F_TRYJOIN] = {"pthread_tryjoin_np", NULL, NULL},
+    [CPROF__F_SIGACTION] = {"sigaction", NULL, NULL},
 };
 
 _Atomic(void *) cprof__real_fns[CPROF__F_COUNT];

@@ -1,5 +1,5 @@
 /*
- * The pthread and semaphore functions underneath cprof: the next definition
+ * The pthread, semaphore and sigaction functions underneath cprof: the next definition
  * after cprof's own interposers (libc's, or a sanitizer's interceptor),
  * found once with dlsym(RTLD_NEXT) or dlvsym and kept in one table. The
  * interposers (contention.c) chain to these, and cprof's own locks
@@ -44,6 +44,7 @@ enum cprof__real_id {
   CPROF__F_BARRIER_WAIT,
   CPROF__F_JOIN,
   CPROF__F_TRYJOIN,
+  CPROF__F_SIGACTION,
   CPROF__F_COUNT,
 };
 
@@ -64,6 +65,18 @@ static inline void *cprof__real(int f) {
   if (CPROF__LIKELY(p != NULL)) return p;
   p = cprof__real_resolve(f);
   return p ? p : (void *)cprof__real_missing;
+}
+
+/* The sigaction underneath cprof's interposer: for cprof's own
+ * dispositions (source/signals.h), which must not pass through the
+ * interposer as if the program had made them. */
+struct sigaction;
+typedef int (*cprof__sigaction_fn)(int, const struct sigaction *,
+                                   struct sigaction *);
+static inline int cprof__real_sigaction(int sig, const struct sigaction *act,
+                                        struct sigaction *old) {
+  return ((cprof__sigaction_fn)cprof__real(CPROF__F_SIGACTION))(sig, act,
+                                                                 old);
 }
 
 /* Resolves every function now (the constructor calls it, so that later

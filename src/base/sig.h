@@ -10,10 +10,15 @@
 
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/syscall.h>
+
+#include "base/internal.h"
+#include "base/sys.h"
 
 /* True when sa installs a handler function: neither SIG_DFL nor SIG_IGN,
  * which the kernel reads the same whatever sa_flags say. */
-static inline bool cprof__sig_is_function(const struct sigaction *sa) {
+CPROF__SIGNAL_SAFE static inline bool cprof__sig_is_function(
+    const struct sigaction *sa) {
   return sa->sa_handler != SIG_DFL && sa->sa_handler != SIG_IGN;
 }
 
@@ -25,6 +30,15 @@ struct cprof__ksigaction {
   void *restorer;
   unsigned long mask;
 };
+
+/* Puts sig's default disposition back with the raw system call, never
+ * through a sigaction interposer (cprof's or another's) or the loader:
+ * for handlers and the code a fork child runs before exec. */
+__attribute__((always_inline)) static inline void cprof__sig_default(int sig) {
+  struct cprof__ksigaction dfl = {0};
+  dfl.handler = (void *)SIG_DFL;
+  cprof__sys4(SYS_rt_sigaction, sig, (long)&dfl, 0, 8);
+}
 
 /* The value every timer of cprof's carries (sigev_value.sival_int): a
  * signal with SI_TIMER and this value is cprof's own. */

@@ -25,7 +25,7 @@ const char *cprof__synthetic_name(uintptr_t pc) {
   }
 }
 
-static int64_t clock_ns(clockid_t id) {
+CPROF__SIGNAL_SAFE static int64_t clock_ns(clockid_t id) {
   struct timespec ts;
   clock_gettime(id, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;

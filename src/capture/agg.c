@@ -76,7 +76,7 @@ void cprof__agg_free(cprof__agg *a) {
 
 #define CLUSTER 64
 
-static uint64_t mix(uint64_t k) {
+CPROF__SIGNAL_SAFE static uint64_t mix(uint64_t k) {
   k ^= k >> 33;
   k *= 0xff51afd7ed558ccdull;
   k ^= k >> 33;
@@ -85,13 +85,13 @@ static uint64_t mix(uint64_t k) {
   return k;
 }
 
-static void add_at(cprof__agg *a, size_t i, const int64_t *vals) {
+CPROF__SIGNAL_SAFE static void add_at(cprof__agg *a, size_t i, const int64_t *vals) {
   _Atomic int64_t *v = &a->vals[i * a->nvalues];
   for (size_t j = 0; j < a->nvalues; j++)
     if (vals[j]) atomic_fetch_add_explicit(&v[j], vals[j], memory_order_relaxed);
 }
 
-static bool drop(cprof__agg *a) {
+CPROF__SIGNAL_SAFE static bool drop(cprof__agg *a) {
   atomic_fetch_add_explicit(&a->drops, 1, memory_order_relaxed);
   return false;
 }

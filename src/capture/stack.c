@@ -257,7 +257,7 @@ typedef struct {
   uintptr_t page; /* 0 when none yet: page 0 is never readable anyway */
 } probe_cache;
 
-static int page_readable(probe_cache *c, uintptr_t addr) {
+CPROF__SIGNAL_SAFE static int page_readable(probe_cache *c, uintptr_t addr) {
   uintptr_t page = addr & ~(CPROF__PAGE - 1);
   if (page == 0) return 0;
   if (page == c->page) return 1;
@@ -277,7 +277,7 @@ typedef struct {
 
 /* Appends one frame; returns 0 when the walk must stop (the buffer is full
  * and the truncation mark is written). */
-static int emit(walk_out *o, uintptr_t pc) {
+CPROF__SIGNAL_SAFE static int emit(walk_out *o, uintptr_t pc) {
   if (o->skip > 0) {
     o->skip--;
     return 1;
@@ -290,7 +290,7 @@ static int emit(walk_out *o, uintptr_t pc) {
   return 1;
 }
 
-static inline uintptr_t strip_return(uintptr_t ret) {
+CPROF__SIGNAL_SAFE static inline uintptr_t strip_return(uintptr_t ret) {
 #if defined(__aarch64__)
   /* Pointer authentication keeps a signature in the top bits of a saved
    * link register; user addresses fit in 48 bits. */
@@ -322,7 +322,7 @@ typedef struct {
   int is_remote;
 } stack_view;
 
-static void view_init(stack_view *v, uintptr_t sp) {
+CPROF__SIGNAL_SAFE static void view_init(stack_view *v, uintptr_t sp) {
   /* hi is read first and written last, so a nonzero hi has its lo. */
   v->hi = tls_hi;
   atomic_signal_fence(memory_order_seq_cst);
@@ -398,7 +398,7 @@ typedef struct {
 /* The frame-pointer step: the record {caller's fp, return address} at fp,
  * validated as it always was: aligned, at or above sp and within
  * CPROF__STACK_MAX_STEP of it, on the stack. */
-CPROF__NO_SANITIZE_MEM static int fp_step(stack_view *v, const regs *r, regs *next) {
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static int fp_step(stack_view *v, const regs *r, regs *next) {
   uintptr_t fp = r->fp, rec_fp, ret;
   if (fp < r->sp || fp - r->sp > CPROF__STACK_MAX_STEP) return 0;
   if (!view_read(v, r->sp, fp, &rec_fp) ||
@@ -419,7 +419,7 @@ static uintptr_t leaf_return(uintptr_t pc, uintptr_t sp);
  * CFA - 8, the caller's rbp where the row saved it. The CFA must lie above
  * the stack pointer (so a walk strictly climbs and cannot loop) and within
  * CPROF__STACK_MAX_STEP of it. */
-CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const cprof__cfi_rule *rule,
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const cprof__cfi_rule *rule,
                     regs *next) {
   uintptr_t cfa;
   switch (rule->kind) {
@@ -452,7 +452,7 @@ CPROF__NO_SANITIZE_MEM static int cfi_step(stack_view *v, const regs *r, const c
 
 /* A signal frame (the trampoline a handler returns into): the registers
  * the signal interrupted, from the ucontext_t the kernel left at sp. */
-CPROF__NO_SANITIZE_MEM static int signal_step(stack_view *v, const regs *r, regs *next) {
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static int signal_step(stack_view *v, const regs *r, regs *next) {
   const uintptr_t base = r->sp + offsetof(ucontext_t, uc_mcontext.gregs);
   uintptr_t pc, sp, fp;
   if (!view_read(v, r->sp, base + REG_RIP * 8, &pc) ||
@@ -484,18 +484,18 @@ typedef struct {
 } rule_slot;
 static rule_slot rule_cache[RULE_CACHE_SLOTS];
 
-static inline uint64_t rule_check(uint64_t val) {
+CPROF__SIGNAL_SAFE static inline uint64_t rule_check(uint64_t val) {
   return (val ^ (val >> 29)) * 0xbf58476d1ce4e5b9ull;
 }
 
-static inline size_t rule_slot_of(uintptr_t pc) {
+CPROF__SIGNAL_SAFE static inline size_t rule_slot_of(uintptr_t pc) {
   return cprof__hash_word((uint64_t)pc, 12) & (RULE_CACHE_SLOTS - 1);
 }
 
 /* Packs a rule in 64 bits: kind 4, fp_saved 1, plt_split 5, cfa_off and
  * fp_off 27 bits each, signed. False when an offset does not fit (such a
  * rule is simply not cached). */
-static int rule_pack(int have, const cprof__cfi_rule *r, uint64_t *out) {
+CPROF__SIGNAL_SAFE static int rule_pack(int have, const cprof__cfi_rule *r, uint64_t *out) {
   if (!have) {
     *out = RULE_ABSENT;
     return 1;
@@ -511,11 +511,11 @@ static int rule_pack(int have, const cprof__cfi_rule *r, uint64_t *out) {
   return 1;
 }
 
-static inline int32_t sext27(uint64_t v) {
+CPROF__SIGNAL_SAFE static inline int32_t sext27(uint64_t v) {
   return (int32_t)((uint32_t)(v << 5)) >> 5;
 }
 
-static int rule_unpack(uint64_t v, cprof__cfi_rule *r) {
+CPROF__SIGNAL_SAFE static int rule_unpack(uint64_t v, cprof__cfi_rule *r) {
   if ((v & 15) == RULE_ABSENT) return 0;
   r->kind = (uint8_t)(v & 15);
   r->fp_saved = (uint8_t)((v >> 4) & 1);
@@ -598,7 +598,7 @@ CPROF__SIGNAL_SAFE static int after_call_read(const cprof__cfi_index *idx, uintp
  * a CFA above the record whose slot holds another return address. A stale
  * record left in a frame's locals rarely does (its saved frame pointer
  * has long been reused). */
-CPROF__NO_SANITIZE_MEM static int record_leads_on(stack_view *v,
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static int record_leads_on(stack_view *v,
                                                   const cprof__cfi_index *idx,
                                                   uintptr_t floor, uintptr_t x,
                                                   uintptr_t f, uintptr_t ret) {
@@ -637,7 +637,7 @@ CPROF__NO_SANITIZE_MEM static int record_leads_on(stack_view *v,
  * read. Returns 0 when there is no candidate within RECOVER_SCAN bytes.
  */
 #define RECOVER_NEAR ((uintptr_t)64 << 10)
-CPROF__NO_SANITIZE_MEM static int recover_fp(stack_view *v,
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static int recover_fp(stack_view *v,
                                              const cprof__cfi_index *idx,
                                              regs *r) {
   uintptr_t sp = r->sp, lim = sp + RECOVER_SCAN;
@@ -676,7 +676,7 @@ CPROF__NO_SANITIZE_MEM static int recover_fp(stack_view *v,
   return 1;
 }
 #else
-static int recover_fp(stack_view *v, const cprof__cfi_index *idx, regs *r) {
+CPROF__SIGNAL_SAFE static int recover_fp(stack_view *v, const cprof__cfi_index *idx, regs *r) {
   (void)v;
   (void)idx;
   (void)r;
@@ -834,7 +834,7 @@ size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp, uintptr_t fp,
 #if defined(__x86_64__)
 /* Reads the 8 bytes at addr, which may be code of a library another thread
  * is unloading: cprof__safe_read copies it or fails, never faults. */
-static int read_word(uintptr_t addr, uintptr_t *out) {
+CPROF__SIGNAL_SAFE static int read_word(uintptr_t addr, uintptr_t *out) {
   return cprof__safe_read(addr, out, sizeof *out);
 }
 
@@ -884,7 +884,7 @@ CPROF__SIGNAL_SAFE static uintptr_t call_target(uintptr_t ret) {
  * (at most 1 MiB below it), which a local variable will not imitate.
  * Returns the return address, or 0.
  */
-CPROF__NO_SANITIZE_MEM static uintptr_t leaf_return(uintptr_t pc,
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static uintptr_t leaf_return(uintptr_t pc,
                                                     uintptr_t sp) {
   uintptr_t hi = tls_hi, lo = tls_lo, ret;
   if (sp & 7) return 0;

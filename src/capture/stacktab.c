@@ -117,7 +117,7 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   return 0;
 }
 
-static size_t chunk_bytes(const table *t) {
+CPROF__SIGNAL_SAFE static size_t chunk_bytes(const table *t) {
   return ((size_t)1 << t->chunk_shift) * sizeof(uintptr_t);
 }
 
@@ -150,13 +150,13 @@ CPROF__SIGNAL_SAFE uint64_t cprof__stacktab_hash(const uintptr_t *pcs, size_t n)
   return h ? h : 1;
 }
 
-static cprof__stack_id overflow(table *t) {
+CPROF__SIGNAL_SAFE static cprof__stack_id overflow(table *t) {
   atomic_fetch_add_explicit(&t->overflows, 1, memory_order_relaxed);
   return CPROF__STACK_OVERFLOW;
 }
 
 /* The frame at pool index off, in a chunk already mapped. */
-static inline uintptr_t *frame_at(table *t, size_t off) {
+CPROF__SIGNAL_SAFE static inline uintptr_t *frame_at(table *t, size_t off) {
   uintptr_t *c = atomic_load_explicit(&t->pool[off >> t->chunk_shift],
                                       memory_order_relaxed);
   return c + (off & (((size_t)1 << t->chunk_shift) - 1));
@@ -180,7 +180,7 @@ CPROF__SIGNAL_SAFE static uintptr_t *pool_chunk(table *t, size_t k) {
 
 /* Where the next n frames would go: at pool_used, or at the next chunk's
  * start if they would cross this chunk's end. */
-static inline size_t frames_start(const table *t, size_t cur, size_t n) {
+CPROF__SIGNAL_SAFE static inline size_t frames_start(const table *t, size_t cur, size_t n) {
   size_t mask = ((size_t)1 << t->chunk_shift) - 1;
   return (cur & mask) + n > mask + 1 ? (cur | mask) + 1 : cur;
 }
@@ -188,7 +188,7 @@ static inline size_t frames_start(const table *t, size_t cur, size_t n) {
 /* Takes n frames from the pool, in one mapped chunk; false when the pool
  * is used up or its next chunk cannot be mapped (the frames are given back
  * when no other thread took any meanwhile). */
-static bool take_frames(table *t, size_t n, size_t *out) {
+CPROF__SIGNAL_SAFE static bool take_frames(table *t, size_t n, size_t *out) {
   size_t cur = atomic_load_explicit(&t->pool_used, memory_order_relaxed);
   size_t off;
   do {
@@ -211,7 +211,7 @@ static bool take_frames(table *t, size_t n, size_t *out) {
 /* Whether the chunk the next n frames would go to is mapped (mapping it
  * now if need be), checked before a slot is claimed, so that a pool that
  * cannot grow does not use up slots. */
-static bool pool_ready(table *t, size_t n) {
+CPROF__SIGNAL_SAFE static bool pool_ready(table *t, size_t n) {
   size_t off = frames_start(
       t, atomic_load_explicit(&t->pool_used, memory_order_relaxed), n);
   if (off > t->nframes || n > t->nframes - off) return false;
@@ -219,7 +219,7 @@ static bool pool_ready(table *t, size_t n) {
 }
 
 /* Fills a slot this thread has claimed. */
-static cprof__stack_id fill(table *t, size_t i, const uintptr_t *pcs,
+CPROF__SIGNAL_SAFE static cprof__stack_id fill(table *t, size_t i, const uintptr_t *pcs,
                             size_t n) {
   slot *s = &t->slots[i];
   size_t off;

@@ -19,7 +19,8 @@
  * is called once the dump is done (waiting at most DUMP_WAIT_MS), installed
  * with the program's own SA_RESTART choice. The handler may call only
  * CPROF__SIGNAL_SAFE code, atomics, futexes and the async-signal-safe
- * functions test/e2e/signal_calls.sh allows (sigaction, raise, getpid),
+ * functions test/e2e/signal_calls.sh allows (raise, getpid; the default
+ * disposition goes back with the raw rt_sigaction),
  * plus the program's own handler, through its pointer. At normal exit an atexit
  * handler dumps on the exiting thread, with the dump signals held off.
  *
@@ -56,7 +57,7 @@
  * program.
  *
  * The handler is async-signal-safe: atomics, futex, clock_gettime,
- * sigaction, pthread_sigmask, raise, getpid, exit_group and errno only
+ * rt_sigaction, pthread_sigmask, raise, getpid, exit_group and errno only
  * (and _exit adds gettid). Everything else runs on the dumper thread or at
  * exit.
  */
@@ -206,11 +207,11 @@ CPROF__SIGNAL_SAFE static bool ends_process(int sig) {
   return sig == SIGTERM || sig == SIGINT || sig == SIGHUP;
 }
 
-static void futex_wait(_Atomic int *word, int val, const struct timespec *rel) {
+CPROF__SIGNAL_SAFE static void futex_wait(_Atomic int *word, int val, const struct timespec *rel) {
   syscall(SYS_futex, (void *)word, FUTEX_WAIT_PRIVATE, val, rel, NULL, 0);
 }
 
-static void futex_wake(_Atomic int *word) {
+CPROF__SIGNAL_SAFE static void futex_wake(_Atomic int *word) {
   syscall(SYS_futex, (void *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
@@ -516,7 +517,7 @@ static void final_dump(const char *reason) {
 }
 
 /* Signal handler side: records the request and wakes the dumper. */
-static void request_dump(int sig) {
+CPROF__SIGNAL_SAFE static void request_dump(int sig) {
   if (!ends_process(sig)) {
     atomic_store(&again_sig, sig);
     atomic_store(&again_pending, true);
@@ -543,11 +544,7 @@ CPROF__SIGNAL_SAFE static void wait_final(void) {
 /* Puts the default disposition back and lets the signal end the process,
  * so the parent sees it die of it. Signal-safe. */
 CPROF__SIGNAL_SAFE static _Noreturn void die_of(int sig) {
-  struct sigaction dfl;
-  memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  sigemptyset(&dfl.sa_mask);
-  sigaction(sig, &dfl, NULL);
+  cprof__sig_default(sig);
   sigset_t one;
   sigemptyset(&one);
   sigaddset(&one, sig);
@@ -561,7 +558,7 @@ CPROF__SIGNAL_SAFE static _Noreturn void die_of(int sig) {
 
 /* True in the process the dump state belongs to (not in a vfork child,
  * nor a child that fork's handlers did not run in). Signal-safe. */
-static bool own_process(void) {
+CPROF__SIGNAL_SAFE static bool own_process(void) {
   return atomic_load(&configured) && getpid() == atomic_load(&self_pid);
 }
 
@@ -972,7 +969,7 @@ static void read_dump_signals(void) {
 static int install_signals(void) {
   for (size_t i = 0; i < ndump_signals; i++) {
     struct sigaction cur;
-    if (sigaction(dump_signals[i], NULL, &cur) != 0) return CPROF_ESYS;
+    if (cprof__sig_set_own(dump_signals[i], NULL, &cur) != 0) return CPROF_ESYS;
     /* An ignored signal stays ignored: installing a handler would change
      * what the program (and any child it execs) does with it. */
     if (cur.sa_handler == SIG_IGN) continue;
@@ -994,7 +991,7 @@ static int install_signals(void) {
       if (!ends_process(dump_signals[i])) sa.sa_flags |= SA_RESTART;
       sigemptyset(&sa.sa_mask);
     }
-    if (sigaction(dump_signals[i], &sa, &previous[i]) != 0) return CPROF_ESYS;
+    if (cprof__sig_set_own(dump_signals[i], &sa, &previous[i]) != 0) return CPROF_ESYS;
     installed[i] = true;
     cprof__sig_watch(dump_signals[i], program_took);
   }
@@ -1006,7 +1003,7 @@ static void uninstall_signals(void) {
   for (size_t i = 0; i < ndump_signals; i++) {
     cprof__sig_watch(dump_signals[i], NULL);
     bool lost = atomic_load(&lost_signals) & (1u << i);
-    if (installed[i] && !lost) sigaction(dump_signals[i], &previous[i], NULL);
+    if (installed[i] && !lost) cprof__sig_set_own(dump_signals[i], &previous[i], NULL);
   }
 }
 
@@ -1079,7 +1076,7 @@ static void parent_after_fork(void) {
   futex_wake(&wake_word);
 }
 
-void cprof__dump_exec_attempt(pid_t pid) {
+CPROF__SIGNAL_SAFE void cprof__dump_exec_attempt(pid_t pid) {
   if (pid == atomic_load(&self_pid) && pid != atomic_load(&origin_pid))
     atomic_store(&exec_tried, true);
 }
@@ -1087,7 +1084,7 @@ void cprof__dump_exec_attempt(pid_t pid) {
 /* The final dump before _exit (src/exit.c): in the process that
  * configured dumps only, once, and never by the thread writing it.
  * Async-signal-safe. */
-void cprof__dump_before_exit(void) {
+CPROF__SIGNAL_SAFE void cprof__dump_before_exit(void) {
   if (!own_process() || getpid() != atomic_load(&origin_pid) ||
       atomic_load(&final_done))
     return;

@@ -29,6 +29,7 @@
 
 #include "base/fork.h"
 #include "base/env.h"
+#include "base/real.h"
 #include "base/sig.h"
 #include "base/sys.h"
 #include "source/signals.h"
@@ -80,11 +81,10 @@ static void *next(int which) {
 
 static int real_sigaction(int sig, const struct sigaction *act,
                           struct sigaction *old) {
-  sigaction_fn fn = (sigaction_fn)next(F_SIGACTION);
-  return fn ? fn(sig, act, old) : -1;
+  return cprof__real_sigaction(sig, act, old);
 }
 
-static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
+CPROF__SIGNAL_SAFE static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /* The lock and what it guards. */
 static _Atomic pid_t lock_holder;
@@ -311,9 +311,7 @@ bool cprof__sig_still_ours(const cprof__sigown *o) {
 
 CPROF__SIGNAL_SAFE void cprof__sig_forward(int sig, const siginfo_t *si) {
   int saved = errno;
-  struct cprof__ksigaction dfl = {0};
-  dfl.handler = (void *)SIG_DFL;
-  cprof__sys4(SYS_rt_sigaction, sig, (long)&dfl, 0, 8);
+  cprof__sig_default(sig);
   siginfo_t copy = *si;
   cprof__sys4(SYS_rt_tgsigqueueinfo, cprof__sys4(SYS_getpid, 0, 0, 0, 0),
               gettid_raw(), sig, (long)&copy);
@@ -383,10 +381,14 @@ CPROF_EXPORT int sigaction(int sig, const struct sigaction *act,
   return rc;
 }
 
+int cprof__sig_set_own(int sig, const struct sigaction *act,
+                       struct sigaction *old) {
+  return sigaction_call(sig, act, old);
+}
+
 static int sigaction_call(int sig, const struct sigaction *act,
                           struct sigaction *old) {
-  sigaction_fn fn = (sigaction_fn)next(F_SIGACTION);
-  if (!fn) return -1;
+  cprof__sigaction_fn fn = cprof__real_sigaction;
   if (!valid(sig)) return fn(sig, act, old);
   if (act) program_takes(sig);
   if (!lock()) return fn(sig, act, old);

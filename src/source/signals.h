@@ -91,6 +91,16 @@ CPROF__HIDDEN bool cprof__sig_still_ours(const cprof__sigown *o);
  * returns. Async-signal-safe. */
 CPROF__HIDDEN void cprof__sig_forward(int sig, const siginfo_t *si);
 
+/* A disposition of cprof's own that is not an owned signal's (the
+ * dumper's handlers), set or queried as the program's would be: an owner
+ * of sig moves to another signal, an SA_ONSTACK handler gets the owned
+ * signals in its mask, a query of an owned signal answers what the
+ * program left there; but through the real sigaction (base/real.h), never
+ * cprof's exported interposer, and no watcher hears of it. Normal
+ * context; as sigaction returns. */
+CPROF__HIDDEN int cprof__sig_set_own(int sig, const struct sigaction *act,
+                                     struct sigaction *old);
+
 /* Another part of cprof handles sig for the program (a dump signal):
  * after each change the program makes to sig's disposition through libc
  * (sigaction, signal and its variants, sigignore), watcher(sig) is

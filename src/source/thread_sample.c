@@ -141,13 +141,13 @@ CPROF__DISTINCT void cprof_thread_not_dumpable(void) {
   __asm__ volatile("nop; nop" ::: "memory");
 }
 
-static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
+CPROF__SIGNAL_SAFE static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /* Whether the signal being handled interrupted a system call that now
  * returns EINTR: the interrupted pc follows a `syscall` instruction and
  * the result register holds -EINTR. That must not happen (only running
  * threads are signalled); it is counted so a test can tell if it does. */
-static void check_interrupted(const void *uc) {
+CPROF__SIGNAL_SAFE static void check_interrupted(const void *uc) {
 #if defined(__x86_64__)
   const ucontext_t *u = uc;
   if (u->uc_mcontext.gregs[REG_RAX] != -EINTR) return;

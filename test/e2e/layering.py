@@ -17,7 +17,9 @@ Checks, each failing with the offending edge named:
      cprof header names its layer ("base/mem.h", not "mem.h");
   4. only source/*_interpose.c objects define or call the libc names cprof
      interposes (malloc family, the pthread and semaphore waits,
-     pthread_create): everything else reaches them through base/real.h.
+     pthread_create, sigaction and signal's family): everything else
+     reaches them through base/real.h (cprof's own dispositions through
+     source/signals.h's cprof__sig_set_own, on the real sigaction).
   5. with DESIGN_MD, its table names every file under src/ and no file
      that does not exist;
   6. no two headers share a file name, whatever their folders;
@@ -53,7 +55,9 @@ INTERPOSED = re.compile(
     r"pthread_mutex_(lock|trylock|timedlock|clocklock|unlock)|"
     r"pthread_rwlock_(rd|wr|tryrd|trywr|timedrd|timedwr|clockrd|clockwr|un)lock|"
     r"pthread_cond_(wait|timedwait|clockwait)|"
-    r"sem_(wait|trywait|timedwait|clockwait)|pthread_barrier_wait)$")
+    r"sem_(wait|trywait|timedwait|clockwait)|pthread_barrier_wait|"
+    r"sigaction|__sigaction|signal|sigset|bsd_signal|sysv_signal|sigignore|"
+    r"sigwait|sigwaitinfo|sigtimedwait|signalfd)$")
 
 
 def rank_of(rel):
