@@ -206,27 +206,10 @@ CPROF__HIDDEN bool cprof__eh_hdr_fde_start(
     uint64_t hdr, uint64_t pc, uint64_t *start,
     bool (*rd)(uint64_t addr, void *out, size_t len));
 
-/*
- * The builder over a bounded buffer, for the fuzzer and the unit tests. img
- * holds an object's memory image with vaddr 0 at img[0]; .eh_frame_hdr
- * starts at hdr_off. Every read stays inside [img, img + len). Returns 0,
- * CPROF_EINVAL (no usable CFI), CPROF_EUNSUPPORTED (len beyond 4 GiB) or
- * CPROF_ENOMEM. A table with no FDE is still a table (of no rows).
- */
-CPROF__HIDDEN int cprof__cfi_table_build(const uint8_t *img, size_t len,
-                                         size_t hdr_off,
-                                         cprof__cfi_table **out);
-/* The rule at offset off from the image's vaddr 0. Fills *out always;
- * returns false when the rule is CPROF__CFI_NONE. Signal-safe. */
+/* The rule at offset off from the image's vaddr 0, in a table that
+ * cfi_build.h's functions built. Fills *out always; returns false when
+ * the rule is CPROF__CFI_NONE. Signal-safe. */
 CPROF__HIDDEN bool cprof__cfi_table_find(const cprof__cfi_table *t,
                                          uintptr_t off, cprof__cfi_rule *out);
-/* The number of rows, and row i (false when i is out of range): the rule
- * holds from *pc up to the next row's pc; the last row is always NONE. */
-CPROF__HIDDEN size_t cprof__cfi_table_rows(const cprof__cfi_table *t);
-CPROF__HIDDEN bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i,
-                                        uint32_t *pc, cprof__cfi_rule *out);
-/* The table's size in bytes, header included. */
-CPROF__HIDDEN size_t cprof__cfi_table_bytes(const cprof__cfi_table *t);
-CPROF__HIDDEN void cprof__cfi_table_free(cprof__cfi_table *t);
 
 #endif

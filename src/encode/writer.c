@@ -321,6 +321,7 @@ static uintptr_t own_kind(const uintptr_t *pcs, size_t n) {
       {"mem.c", CPROF__PC_OWN_HEAP},
       {"heap_peak.c", CPROF__PC_OWN_HEAP},
       {"cfi.c", CPROF__PC_OWN_UNWIND},
+      {"cfi_build.c", CPROF__PC_OWN_UNWIND},
       {"stack.c", CPROF__PC_OWN_STACK},
       {"stacktab.c", CPROF__PC_OWN_STACK},
       {"labels.c", CPROF__PC_OWN_STACK},

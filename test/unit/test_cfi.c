@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "capture/cfi.h"
+#include "capture/cfi_build.h"
 #include "testutil.h"
 
 #if defined(__clang__)
