@@ -5,7 +5,7 @@
  * .eh_frame_hdr/.eh_frame into a compact table of rows. It runs in normal
  * context only, never in a signal handler; outside this file it calls
  * only cprof's own allocator (mem.h). It must never read a byte outside
- * the image it is given: the index (cfi.c) gives it a copy of a
+ * the image it is given: the index (cfi_index.c) gives it a copy of a
  * loaded object's unwind data, never the object's own pages (which can
  * fault), and the fuzzer and the unit tests give it a bounded buffer.
  *

@@ -1,10 +1,10 @@
 /*
  * The CFI table builder (cfi_build.c): one object's .eh_frame_hdr and
  * .eh_frame interpreted into a compact table of rows. Normal context only,
- * never in a signal handler. The index of loaded objects (cfi.c)
+ * never in a signal handler. The index of loaded objects (cfi_index.c)
  * builds each object's table from a copy of its unwind data; the fuzzer
  * and the unit tests build from a buffer. The table's layout is declared
- * here for the lookup (cfi.c), which searches it.
+ * here for the lookup (cfi_find.c), which searches it.
  */
 #ifndef CPROF_CFI_BUILD_H
 #define CPROF_CFI_BUILD_H

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "capture/cfi.h"
+#include "capture/cfi_index.h"
 #include "base/env.h"
 #include "base/mem.h"
 #include "capture/stack.h"

@@ -28,6 +28,7 @@
 
 #include "capture/cfi.h"
 #include "capture/cfi_build.h"
+#include "capture/cfi_index.h"
 #include "testutil.h"
 
 #if defined(__clang__)

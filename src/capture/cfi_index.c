@@ -1,19 +1,21 @@
 /*
- * The CFI tables. This module owns the published index of every loaded
- * object's compact row table (each built by cfi_build.c) and the writer
- * lock that serialises refreshes. The build side (cprof__cfi_refresh,
- * cprof__cfi_shutdown, the stats) runs in normal context only: it may
- * call dl_iterate_phdr, cprof's own allocator (mem.h), mmap, sched_yield,
- * nanosleep and process_vm_readv, and must never take a pthread mutex
- * (cprof interposes them) or load a byte of an object's memory directly:
- * a loaded object's pages can fault (a library whose file was truncated
- * after it was mapped raises SIGBUS on every page past the file's new
- * end), so its unwind data is first copied out with process_vm_readv,
- * which reports the pages it cannot read instead of faulting, and only
- * the copy is parsed. The signal side (cprof__cfi_read_begin, _read_end,
- * _find, _code_range, _table_find) runs in signal handlers: it must never
- * lock, allocate, make a system call or loop beyond a binary search, and it
- * reads only memory this module allocated and published.
+ * The index of loaded objects. This file owns the published index of
+ * every loaded object's unwind table, the writer's record of each object,
+ * the writer lock that serialises refreshes and the fork handlers that
+ * keep it consistent, and the readers' side of publication
+ * (cprof__cfi_read_begin and _read_end). A refresh (cprof__cfi_refresh, _shutdown,
+ * the stats) runs in normal context only: it may call dl_iterate_phdr,
+ * cprof's own allocator (mem.h), mmap, sched_yield, nanosleep,
+ * process_vm_readv and the builder (cfi_build.h), and must never take a
+ * pthread mutex (cprof interposes them) or load a byte of an object's
+ * memory directly: a loaded object's pages can fault (a library whose file
+ * was truncated after it was mapped raises SIGBUS on every page past the
+ * file's new end), so its unwind data is first copied out with
+ * process_vm_readv, which reports the pages it cannot read instead of
+ * faulting, and only the copy is given to the builder. The readers' side
+ * runs in signal handlers: it must never lock, allocate, make a system
+ * call or loop beyond a binary search, and it reads only memory this file
+ * allocated and published.
  *
  * Publishing: the index is immutable once published. Readers add one to a
  * global reader count before they load the index pointer and subtract one
@@ -41,7 +43,6 @@
 #include <elf.h>
 #include <errno.h>
 #include <link.h>
-#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -51,13 +52,13 @@
 #include <time.h>
 
 #include "base/fork.h"
-#include "base/lock.h"
-#include "capture/cfi.h"
-#include "capture/cfi_build.h"
-#include "capture/stack.h"
 #include "base/mem.h"
 #include "base/spin.h"
 #include "base/sys.h"
+#include "capture/cfi.h"
+#include "capture/cfi_build.h"
+#include "capture/cfi_index.h"
+#include "capture/stack.h"
 
 /* How long a refresh waits for readers before it retires an index. */
 #define GRACE_NS 1000000000ll
@@ -68,60 +69,6 @@
  * page size (x86-64's, the one architecture tables are built for). */
 #define COPY_PAGES 64
 #define PAGE ((uintptr_t)4096)
-
-/* Signal-safe: a branch-light binary search for the last row at or below
- * off. */
-CPROF__SIGNAL_SAFE bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr_t off,
-                           cprof__cfi_rule *out) {
-  memset(out, 0, sizeof *out);
-  if (!t || t->nrows == 0 || off > UINT32_MAX) return false;
-  const uint32_t *pc = t->pc;
-  uint32_t x = (uint32_t)off;
-  if (x < pc[0]) return false;
-  size_t lo = 0, n = t->nrows;
-  while (n > 1) {
-    size_t half = n / 2;
-    if (pc[lo + half] <= x) lo += half;
-    n -= half;
-  }
-  *out = t->rules[t->rule[lo]];
-  return out->kind != CPROF__CFI_NONE;
-}
-
-/*
- * The published index.
- */
-
-/* What a reader needs of one object. */
-typedef struct {
-  uintptr_t lo, hi; /* the executable span */
-  uintptr_t base;   /* the load bias, which row pcs are relative to */
-  const cprof__cfi_table *table; /* NULL: no usable CFI */
-} index_entry;
-
-/* The writer's record of one loaded object, shared by the indexes that
- * list it. */
-typedef struct {
-  uintptr_t base;
-  const void *phdr;
-  uint64_t fingerprint;
-  uint64_t hdr; /* .eh_frame_hdr's vaddr, 0 without one */
-  char *name;
-  uintptr_t exec_lo, exec_hi;
-  cprof__cfi_table *table;
-  int status;
-  size_t fdes_bad; /* also counted for objects without a table */
-  int64_t build_ns;
-  unsigned refs; /* indexes, published or retired, that list it */
-} cfi_object;
-
-struct cprof__cfi_index {
-  size_t n;
-  size_t bytes;
-  cfi_object **objs; /* parallel to e, for the writer */
-  struct cprof__cfi_index *next_retired;
-  index_entry e[];
-};
 
 static _Atomic(cprof__cfi_index *) current_index;
 static atomic_long readers;
@@ -149,195 +96,14 @@ CPROF__SIGNAL_SAFE void cprof__cfi_read_end(const cprof__cfi_index *idx) {
   if (idx) atomic_fetch_sub_explicit(&readers, 1, memory_order_seq_cst);
 }
 
-/* The entry whose executable span holds pc, or NULL. Signal-safe. */
-CPROF__SIGNAL_SAFE static const index_entry *index_lookup(const cprof__cfi_index *idx,
-                                       uintptr_t pc) {
-  if (!idx || idx->n == 0 || pc < idx->e[0].lo) return NULL;
-  size_t lo = 0, n = idx->n;
-  while (n > 1) {
-    size_t half = n / 2;
-    if (idx->e[lo + half].lo <= pc) lo += half;
-    n -= half;
-  }
-  return pc < idx->e[lo].hi ? &idx->e[lo] : NULL;
-}
-
-CPROF__SIGNAL_SAFE bool cprof__cfi_find(const cprof__cfi_index *idx, uintptr_t pc,
-                     cprof__cfi_rule *out) {
-  memset(out, 0, sizeof *out);
-#if defined(__x86_64__)
-  const index_entry *e = index_lookup(idx, pc);
-  if (!e || !e->table) return false;
-  cprof__cfi_table_find(e->table, pc - e->base, out);
-  return true;
-#else
-  (void)idx;
-  (void)pc;
-  return false;
-#endif
-}
-
-CPROF__SIGNAL_SAFE bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintptr_t pc,
-                           uintptr_t *lo, uintptr_t *hi) {
-  const index_entry *e = index_lookup(idx, pc);
-  if (!e) return false;
-  if (lo) *lo = e->lo;
-  if (hi) *hi = e->hi;
-  return true;
-}
-
-/* The first address of the function holding pc, by bisection of the
- * search table of the .eh_frame_hdr at hdr, read through rd. Only the
- * encoding every linker writes is understood (the table datarel sdata4). */
-bool cprof__eh_hdr_table(uint64_t hdr,
-                         bool (*rd)(uint64_t addr, void *out, size_t len),
-                         uint64_t *table, uint32_t *count) {
-  unsigned char h[4];
-  if (!hdr || !rd(hdr, h, sizeof h) || h[0] != 1) return false;
-  size_t ptr_size = (h[1] & 0x0f) == 0x03 || (h[1] & 0x0f) == 0x0b ? 4
-                    : (h[1] & 0x0f) == 0x04 || (h[1] & 0x0f) == 0x0c || h[1] == 0
-                        ? 8
-                        : 0;
-  if (!ptr_size || h[2] != 0x03 || h[3] != 0x3b ||
-      !rd(hdr + 4 + ptr_size, count, sizeof *count) || *count == 0)
-    return false;
-  *table = hdr + 4 + ptr_size + 4;
-  return true;
-}
-
-bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
-                             bool (*rd)(uint64_t addr, void *out,
-                                        size_t len)) {
-  uint64_t table;
-  uint32_t count;
-  if (!cprof__eh_hdr_table(hdr, rd, &table, &count)) return false;
-  /* The last entry whose first address is at or below pc. */
-  int64_t want = (int64_t)(pc - hdr);
-  uint32_t lo = 0, hi = count;
-  while (hi - lo > 1) {
-    uint32_t mid = lo + (hi - lo) / 2;
-    int32_t e[2];
-    if (!rd(table + 8 * (uint64_t)mid, e, sizeof e)) return false;
-    if (e[0] <= want)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  int32_t e[2];
-  if (!rd(table + 8 * (uint64_t)lo, e, sizeof e) || e[0] > want) return false;
-  uint64_t first = hdr + (uint64_t)(int64_t)e[0];
-  /* The FDE's range, when its address is pcrel sdata4 as usual: pc must
-   * lie inside it (not in a gap between functions). */
-  uint64_t fde = hdr + (uint64_t)(int64_t)e[1];
-  uint32_t f[4]; /* length, CIE pointer, first address, range */
-  if (rd(fde, f, sizeof f) && f[0] != 0xffffffffu &&
-      fde + 8 + (uint64_t)(int64_t)(int32_t)f[2] == first && pc - first >= f[3])
-    return false;
-  *start = first;
-  return true;
-}
-
-static bool read_loaded(uint64_t addr, void *out, size_t len) {
-  return addr >= PAGE && addr <= UINTPTR_MAX &&
-         cprof__safe_read((uintptr_t)addr, out, len);
-}
-
-typedef struct {
-  uintptr_t pc;
-  uint64_t hdr;
-} hdr_search;
-
-/* dl_iterate_phdr's callback: the .eh_frame_hdr of the object whose
- * executable segment holds the pc. */
-static int hdr_cb(struct dl_phdr_info *info, size_t size, void *arg) {
-  (void)size;
-  hdr_search *q = arg;
-  uint64_t hdr = 0;
-  bool holds = false;
-  for (size_t i = 0; i < info->dlpi_phnum; i++) {
-    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-    uintptr_t a = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
-    if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && q->pc >= a &&
-        q->pc - a < ph->p_memsz)
-      holds = true;
-    else if (ph->p_type == PT_GNU_EH_FRAME)
-      hdr = a;
-  }
-  if (!holds) return 0;
-  q->hdr = hdr;
-  return 1;
-}
-
 /* Bumped by every refresh that publishes a new index. */
 static _Atomic uint64_t generation;
-
-/* Answers of cprof__cfi_fde_start by pc, for objects the index lists,
- * until the index changes (the generation is part of the key): a
- * bisection costs two system calls a step, and the goroutine profile asks
- * for the same few hundred pcs at every request (67% of its time). Taken
- * with a trylock only: a thread that finds it busy computes the answer
- * itself; a fork child starts with it free (atfork_child). */
-#define FDE_CACHE 4096
-typedef struct {
-  uint64_t gen; /* generation + 1; 0: empty */
-  uintptr_t pc, start;
-  bool found;
-} fde_entry;
-/* Allocated by the first lookup (128 KiB): a program that never asks
- * keeps that much address space, which a ulimit -v may count. */
-static fde_entry *fde_cache;
-static pthread_mutex_t fde_cache_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static size_t fde_slot(uintptr_t pc) {
-  return (size_t)(((uint64_t)pc * 0x9e3779b97f4a7c15ull) >> 52) % FDE_CACHE;
-}
-
-bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
-  const uint64_t gen = atomic_load_explicit(&generation, memory_order_acquire);
-  const size_t slot = fde_slot(pc);
-  if (cprof__trylock(&fde_cache_mu) == 0) {
-    if (!fde_cache) fde_cache = cprof__calloc(FDE_CACHE, sizeof *fde_cache);
-    bool hit = fde_cache && fde_cache[slot].gen == gen + 1 &&
-               fde_cache[slot].pc == pc;
-    bool found = hit && fde_cache[slot].found;
-    uintptr_t first = hit ? fde_cache[slot].start : 0;
-    cprof__unlock(&fde_cache_mu);
-    if (hit) {
-      if (found) *start = first;
-      return found;
-    }
-  }
-  const cprof__cfi_index *idx = cprof__cfi_read_begin();
-  const index_entry *e = index_lookup(idx, pc);
-  uint64_t hdr = 0, first = 0;
-  if (e) {
-    const cfi_object *o = idx->objs[e - idx->e];
-    if (o->hdr) hdr = (uint64_t)o->base + o->hdr;
-  }
-  cprof__cfi_read_end(idx);
-  if (!e) {
-    /* No table lists it (frame-pointer mode builds none, and an object
-     * loaded since the last refresh is not listed yet): ask the loader. */
-    hdr_search q = {pc, 0};
-    dl_iterate_phdr(hdr_cb, &q);
-    hdr = q.hdr;
-  }
-  bool found = cprof__eh_hdr_fde_start(hdr, pc, &first, read_loaded);
-  if (e && cprof__trylock(&fde_cache_mu) == 0) {
-    if (fde_cache)
-      fde_cache[slot] = (fde_entry){gen + 1, pc, (uintptr_t)first, found};
-    cprof__unlock(&fde_cache_mu);
-  }
-  if (!found) return false;
-  *start = (uintptr_t)first;
-  return true;
-}
 
 static void lock_writer(void) { spin_lock(&writer_lock); }
 
 static void unlock_writer(void) { spin_unlock(&writer_lock); }
 
-static void object_free(cfi_object *o) {
+static void object_free(cprof__cfi_object *o) {
   cprof__cfi_table_free(o->table);
   cprof__free(o->name);
   cprof__free(o);
@@ -394,7 +160,7 @@ static void atfork_parent(void) { unlock_writer(); }
 
 static void atfork_child(void) {
   atomic_store_explicit(&readers, 0, memory_order_seq_cst);
-  pthread_mutex_init(&fde_cache_mu, NULL);
+  cprof__cfi_find_atfork_child();
   spin_release_stale(&writer_lock);
 }
 
@@ -503,7 +269,7 @@ static void describe(const struct dl_phdr_info *info, object_desc *d) {
 
 typedef struct {
   cprof__cfi_index *old;
-  cfi_object **objs;
+  cprof__cfi_object **objs;
   size_t n, cap;
   bool seen;
   unsigned long long adds, subs;
@@ -624,12 +390,12 @@ __attribute__((no_sanitize("thread"))) static bool loader_streq(
   return mine[i] == v[i];
 }
 
-static cfi_object *find_old(const cprof__cfi_index *old,
+static cprof__cfi_object *find_old(const cprof__cfi_index *old,
                             const struct dl_phdr_info *info,
                             const object_desc *d) {
-  const index_entry *e = index_lookup(old, d->exec_lo);
+  const cprof__cfi_entry *e = cprof__cfi_index_lookup(old, d->exec_lo);
   if (!e || e->lo != d->exec_lo) return NULL;
-  cfi_object *o = old->objs[e - old->e];
+  cprof__cfi_object *o = old->objs[e - old->e];
   const char *name = info->dlpi_name ? info->dlpi_name : "";
   if (o->base != (uintptr_t)info->dlpi_addr || o->phdr != info->dlpi_phdr ||
       o->fingerprint != d->fingerprint || o->exec_hi != d->exec_hi ||
@@ -646,7 +412,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   object_desc d;
   describe(info, &d);
   if (d.exec_hi == 0) return 0; /* no code, nothing to unwind */
-  cfi_object *o = find_old(ctx->old, info, &d);
+  cprof__cfi_object *o = find_old(ctx->old, info, &d);
   bool fresh = !o;
   if (fresh) {
     o = cprof__calloc(1, sizeof *o);
@@ -683,7 +449,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   }
   if (ctx->n == ctx->cap) {
     size_t cap = ctx->cap ? ctx->cap * 2 : 64;
-    cfi_object **v = cprof__realloc(ctx->objs, cap * sizeof *v);
+    cprof__cfi_object **v = cprof__realloc(ctx->objs, cap * sizeof *v);
     if (!v) goto oom;
     ctx->objs = v;
     ctx->cap = cap;
@@ -706,23 +472,23 @@ static void drop_unlisted(scan_ctx *ctx) {
  * whose span overlaps the one before it is left out, so the search stays
  * sound. */
 static cprof__cfi_index *make_index(scan_ctx *ctx) {
-  cfi_object **v = ctx->objs;
+  cprof__cfi_object **v = ctx->objs;
   for (size_t i = 1; i < ctx->n; i++) {
-    cfi_object *o = v[i];
+    cprof__cfi_object *o = v[i];
     size_t j = i;
     for (; j > 0 && v[j - 1]->exec_lo > o->exec_lo; j--) v[j] = v[j - 1];
     v[j] = o;
   }
-  size_t bytes = sizeof(cprof__cfi_index) + ctx->n * sizeof(index_entry) +
-                 ctx->n * sizeof(cfi_object *);
+  size_t bytes = sizeof(cprof__cfi_index) + ctx->n * sizeof(cprof__cfi_entry) +
+                 ctx->n * sizeof(cprof__cfi_object *);
   cprof__cfi_index *idx = cprof__calloc(1, bytes);
   if (!idx) return NULL;
   idx->bytes = bytes;
-  idx->objs = (cfi_object **)&idx->e[ctx->n];
+  idx->objs = (cprof__cfi_object **)&idx->e[ctx->n];
   for (size_t i = 0; i < ctx->n; i++) {
-    cfi_object *o = v[i];
+    cprof__cfi_object *o = v[i];
     if (idx->n > 0 && o->exec_lo < idx->e[idx->n - 1].hi) continue;
-    idx->e[idx->n] = (index_entry){o->exec_lo, o->exec_hi, o->base, o->table};
+    idx->e[idx->n] = (cprof__cfi_entry){o->exec_lo, o->exec_hi, o->base, o->table};
     idx->objs[idx->n] = o;
     o->refs++;
     idx->n++;
@@ -825,7 +591,7 @@ void cprof__cfi_stats(cprof__cfi_stats_t *out) {
   const cprof__cfi_index *idx =
       atomic_load_explicit(&current_index, memory_order_relaxed);
   for (size_t i = 0; idx && i < idx->n; i++) {
-    const cfi_object *o = idx->objs[i];
+    const cprof__cfi_object *o = idx->objs[i];
     const cprof__cfi_table *t = o->table;
     out->fdes_bad += o->fdes_bad;
     out->tables_build_ns += o->build_ns;
@@ -867,7 +633,7 @@ int cprof__cfi_objects(int (*fn)(const cprof__cfi_object_info *, void *),
   const cprof__cfi_index *idx =
       atomic_load_explicit(&current_index, memory_order_relaxed);
   for (size_t i = 0; idx && i < idx->n && rc == 0; i++) {
-    const cfi_object *o = idx->objs[i];
+    const cprof__cfi_object *o = idx->objs[i];
     const cprof__cfi_table *t = o->table;
     cprof__cfi_object_info info = {
         .name = o->name,
