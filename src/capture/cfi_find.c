@@ -86,9 +86,6 @@ CPROF__SIGNAL_SAFE bool cprof__cfi_code_range(const cprof__cfi_index *idx, uintp
   return true;
 }
 
-/* The first address of the function holding pc, by bisection of the
- * search table of the .eh_frame_hdr at hdr, read through rd. Only the
- * encoding every linker writes is understood (the table datarel sdata4). */
 bool cprof__eh_hdr_table(uint64_t hdr,
                          bool (*rd)(uint64_t addr, void *out, size_t len),
                          uint64_t *table, uint32_t *count) {
@@ -105,6 +102,9 @@ bool cprof__eh_hdr_table(uint64_t hdr,
   return true;
 }
 
+/* The first address of the function holding pc, by bisection of the
+ * search table of the .eh_frame_hdr at hdr, read through rd. Only the
+ * encoding every linker writes is understood (the table datarel sdata4). */
 bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
                              bool (*rd)(uint64_t addr, void *out,
                                         size_t len)) {

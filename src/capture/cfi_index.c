@@ -3,14 +3,14 @@
  * every loaded object's unwind table, the writer's record of each object,
  * the writer lock that serialises refreshes and the fork handlers that
  * keep it consistent, and the readers' side of publication
- * (cprof__cfi_read_begin and _read_end). A refresh (cprof__cfi_refresh, _shutdown,
- * the stats) runs in normal context only: it may call dl_iterate_phdr,
- * cprof's own allocator (mem.h), mmap, sched_yield, nanosleep,
- * process_vm_readv and the builder (cfi_build.h), and must never take a
- * pthread mutex (cprof interposes them) or load a byte of an object's
- * memory directly: a loaded object's pages can fault (a library whose file
- * was truncated after it was mapped raises SIGBUS on every page past the
- * file's new end), so its unwind data is first copied out with
+ * (cprof__cfi_read_begin and _read_end). A refresh (cprof__cfi_refresh,
+ * _shutdown, the stats) runs in normal context only: it may call
+ * dl_iterate_phdr, cprof's own allocator (mem.h), mmap, sched_yield,
+ * nanosleep, process_vm_readv and the builder (cfi_build.h), and must
+ * never take a pthread mutex (cprof interposes them) or load a byte of an
+ * object's memory directly: a loaded object's pages can fault (a library
+ * whose file was truncated after it was mapped raises SIGBUS on every page
+ * past the file's new end), so its unwind data is first copied out with
  * process_vm_readv, which reports the pages it cannot read instead of
  * faulting, and only the copy is given to the builder. The readers' side
  * runs in signal handlers: it must never lock, allocate, make a system
@@ -354,7 +354,6 @@ static int counters_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   return 1; /* the counters are the same in every call */
 }
 
-/* The old index's object with the same identity, or NULL. */
 /*
  * The loader's names of its objects are written by the thread that loaded
  * them, under the loader's lock, which dl_iterate_phdr holds while its
@@ -390,9 +389,10 @@ __attribute__((no_sanitize("thread"))) static bool loader_streq(
   return mine[i] == v[i];
 }
 
+/* The old index's object with the same identity, or NULL. */
 static cprof__cfi_object *find_old(const cprof__cfi_index *old,
-                            const struct dl_phdr_info *info,
-                            const object_desc *d) {
+                                   const struct dl_phdr_info *info,
+                                   const object_desc *d) {
   const cprof__cfi_entry *e = cprof__cfi_index_lookup(old, d->exec_lo);
   if (!e || e->lo != d->exec_lo) return NULL;
   cprof__cfi_object *o = old->objs[e - old->e];
@@ -488,7 +488,8 @@ static cprof__cfi_index *make_index(scan_ctx *ctx) {
   for (size_t i = 0; i < ctx->n; i++) {
     cprof__cfi_object *o = v[i];
     if (idx->n > 0 && o->exec_lo < idx->e[idx->n - 1].hi) continue;
-    idx->e[idx->n] = (cprof__cfi_entry){o->exec_lo, o->exec_hi, o->base, o->table};
+    idx->e[idx->n] =
+        (cprof__cfi_entry){o->exec_lo, o->exec_hi, o->base, o->table};
     idx->objs[idx->n] = o;
     o->refs++;
     idx->n++;
