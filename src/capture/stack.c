@@ -1,20 +1,35 @@
 /*
- * The frame-pointer walker. It owns each thread's cached stack bounds and the
- * page probe. Everything but cprof__stack_register_thread() runs in signal
- * context: it must never take a lock, allocate, touch memory it has not
- * validated, or leave errno changed. It may call only syscall() (for the
- * probe) and read its own thread-local bounds, which use the initial-exec TLS
- * model so that reading them never enters the dynamic loader.
+ * The stack walker. It owns each thread's cached stack bounds, the page
+ * probe, the fault-free reader, the walk's cache of unwind rules by pc and
+ * the unwind mode (CPROF_UNWIND). Everything but
+ * cprof__stack_register_thread(), cprof__stack_init() and the refreshes
+ * runs in signal context: it must never take a lock, allocate, touch
+ * memory it has not validated, or leave errno changed. It may call
+ * memcpy, make raw system calls (base/sys.h: the page probe,
+ * process_vm_readv, sigaltstack), look up the unwind tables
+ * (capture/cfi.h, between one read_begin and read_end a walk), and read
+ * its own thread-local bounds, which use the initial-exec TLS model so
+ * that reading them never enters the dynamic loader.
  *
- * A frame is the pair {saved frame pointer, return address} at the frame
- * pointer, on x86-64 and on AArch64 alike. Each step is validated before the
- * pair is read: the frame pointer must be aligned, no lower than the stack
- * pointer or the end of the previous frame record (so the chain strictly
- * increases and cannot loop), within CPROF__STACK_MAX_STEP of the previous
- * frame, and inside the thread's stack when its bounds are known. When they
- * are not (a thread cprof never saw, or a stack pointer outside the cached
- * bounds, such as an alternate signal stack or a coroutine's stack), every
- * page is probed before it is read.
+ * Each frame is stepped by the CFI row of its loaded object's unwind table
+ * where there is one (x86-64): the CFA from rsp or rbp plus an offset, the
+ * return address at CFA - 8, the caller's rbp where the row saved it; a
+ * signal trampoline's row leads to the interrupted registers, and an
+ * undefined return address (_start, clone) ends the walk. Where no row
+ * exists (code without CFI, a JIT's, AArch64, or CPROF_UNWIND=fp) the step
+ * is by the frame record {saved frame pointer, return address} at the
+ * frame pointer; an interrupted frame without a row first tries the return
+ * address at the stack pointer, trusted only after a call to the function
+ * holding the pc (a leaf that has not set up its frame). Each step is
+ * validated before anything is read: a CFA must lie above the stack
+ * pointer and within CPROF__STACK_MAX_STEP of it; a frame pointer must be
+ * aligned, no lower than the stack pointer or the end of the previous
+ * frame record (so the chain strictly increases and cannot loop), and
+ * within CPROF__STACK_MAX_STEP of the previous frame; every word must lie
+ * inside the thread's stack when its bounds are known. When they are not
+ * (a thread cprof never saw, or a stack pointer outside the cached bounds,
+ * such as an alternate signal stack or a coroutine's stack), every page is
+ * probed before it is read.
  */
 #include <linux/futex.h>
 #include <limits.h>

@@ -1,11 +1,13 @@
 /*
- * Stack capture: a frame-pointer walker that is async-signal-safe and can
- * never fault, whatever the stack holds. Every step is validated: the frame
- * pointer must be aligned, lie inside the thread's stack, and strictly
- * increase by a bounded step. When a thread's stack bounds are not known
- * (a thread that existed before cprof, or one on an alternate signal stack),
- * each new page is probed with a system call that reports EFAULT instead of
- * faulting.
+ * Stack capture: a walker that is async-signal-safe and can never fault,
+ * whatever the stack holds. It steps each frame by the CFI row of the
+ * loaded object's unwind table (capture/cfi.h) where one exists, and by the
+ * frame-pointer record where none does (CPROF_UNWIND chooses: auto, fp or
+ * cfi). Every step is validated: the frame it leads to must lie inside the
+ * thread's stack and strictly above the last, by a bounded step. When a
+ * thread's stack bounds are not known (a thread that existed before cprof,
+ * or one on an alternate signal stack), each new page is probed with a
+ * system call that reports EFAULT instead of faulting.
  *
  * Captured stacks hold call-site addresses: the first frame of a walk from a
  * signal context is the interrupted pc itself; every other frame is a return
