@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "capture/cfi.h"
+#include "capture/cfi_index.h"
 
 static int print_object(const cprof__cfi_object_info *o, void *ctx) {
   (void)ctx;

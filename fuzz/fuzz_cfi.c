@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "capture/cfi.h"
+#include "capture/cfi_build.h"
 
 static void check_rule(const cprof__cfi_rule *r) {
   if (r->reserved != 0) abort();

@@ -11,6 +11,11 @@
  * unchanged or saved at CFA + fp_off. Other architectures build no tables:
  * cprof__cfi_refresh() returns CPROF_EUNSUPPORTED there, and lookups find
  * nothing.
+ *
+ * This header is the lookup, what the stack walker and the symbolizer use
+ * (cfi_find.c; the readers' bracket, read_begin and read_end, is
+ * cfi_index.c's). The refresh that builds and publishes the index is in
+ * cfi_index.h, the builder of one table in cfi_build.h.
  */
 #ifndef CPROF_CFI_H
 #define CPROF_CFI_H
@@ -62,101 +67,6 @@ typedef struct cprof__cfi_index cprof__cfi_index;
 /* One object's rows (opaque, immutable once built). */
 typedef struct cprof__cfi_table cprof__cfi_table;
 
-/* Figures for documentation and benchmarks, over the current index. */
-typedef struct cprof__cfi_stats_t {
-  size_t objects;         /* objects with a table */
-  size_t skipped_no_eh;   /* no PT_GNU_EH_FRAME segment (or no code) */
-  size_t skipped_bad;     /* unusable .eh_frame_hdr/.eh_frame */
-  size_t skipped_large;   /* an address beyond 4 GiB of the load base */
-  size_t skipped_empty;   /* CFI without a single usable FDE */
-  size_t fdes;            /* FDEs turned into rows */
-  size_t fdes_bad;        /* FDEs dropped: malformed or overlapping */
-  size_t rows;            /* rows of every table */
-  size_t table_bytes;     /* bytes of every table, headers included */
-  size_t index_bytes;     /* bytes of the index itself */
-  size_t eh_frame_bytes;  /* bytes of .eh_frame the tables were built from */
-  int64_t tables_build_ns; /* time spent building the current tables */
-  int64_t last_build_ns;  /* wall time of the last refresh that rebuilt */
-  uint64_t refreshes;     /* calls of cprof__cfi_refresh */
-  uint64_t rebuilds;      /* ... that found the set of objects changed */
-  size_t retired;         /* old indexes still waiting for readers */
-} cprof__cfi_stats_t;
-
-/* Why an object has no table, for cprof__cfi_objects(). */
-enum {
-  CPROF__CFI_OBJ_OK = 0,
-  CPROF__CFI_OBJ_NO_EH,  /* no PT_GNU_EH_FRAME segment */
-  CPROF__CFI_OBJ_BAD,    /* .eh_frame_hdr unusable */
-  CPROF__CFI_OBJ_LARGE,  /* a segment ends beyond 4 GiB of the base */
-  CPROF__CFI_OBJ_EMPTY,  /* not one usable FDE */
-};
-
-/* One object of the current index, for cprof__cfi_objects(). */
-typedef struct cprof__cfi_object_info {
-  const char *name;     /* dlpi_name: "" for the main program */
-  uintptr_t base;       /* load bias: row pcs are offsets from here */
-  uintptr_t exec_lo;    /* executable segments' span [exec_lo, exec_hi) */
-  uintptr_t exec_hi;
-  int status;           /* CPROF__CFI_OBJ_* */
-  size_t fdes;
-  size_t fdes_bad;
-  size_t rows;
-  size_t table_bytes;
-  size_t eh_frame_bytes;
-  int64_t build_ns;
-} cprof__cfi_object_info;
-
-/*
- * Build side. None of these is signal-safe; all are safe to call from
- * several threads at once (a writer spinlock serialises them, and is held
- * across fork so that a child never inherits it taken). None may be called
- * from a dl_iterate_phdr callback, or between read_begin and read_end.
- */
-
-/* Brings the index up to date with the loaded objects: cheap when
- * dl_iterate_phdr's adds/subs counters have not moved; otherwise builds a
- * table for each object not seen before (an object is its load base, name,
- * program header address and a fingerprint of its headers), reuses the
- * others', publishes the new index and frees what the old one alone held
- * once no reader can see it (waiting about a second at most; what is still
- * in use then is freed by a later refresh). Tables are built while
- * dl_iterate_phdr holds the loader's lock, so objects cannot be unloaded
- * under the builder; dlopen and dlclose wait meanwhile (a few ms for libc
- * and libstdc++). Returns 0, CPROF_ENOMEM (the old index stays published)
- * or CPROF_EUNSUPPORTED (not x86-64). */
-CPROF__HIDDEN int cprof__cfi_refresh(void);
-
-/* How many times a refresh has published a new index. Lock-free and
- * async-signal-safe: for callers that must not wait for the writer lock,
- * as cprof__cfi_stats does. */
-CPROF__HIDDEN uint64_t cprof__cfi_generation(void);
-
-/* Registers the fork handlers that keep the writer lock consistent across
- * fork; refresh calls it too. Call it early (the constructor does), so
- * that cprof__cfi_refresh_try can work: it never registers them itself. */
-CPROF__HIDDEN void cprof__cfi_init(void);
-
-/* The same as cprof__cfi_refresh, for callers that must never wait (the
- * heap sampler, which may run inside the dynamic loader or a fork
- * handler): returns CPROF_EBUSY at once when another refresh is under way
- * or cprof__cfi_init has not run, and never waits for readers of the index
- * it replaces (it leaves it for a later refresh to free). */
-CPROF__HIDDEN int cprof__cfi_refresh_try(void);
-
-/* Unpublishes and frees everything, after waiting (at most about a second)
- * for readers; what a stuck reader may still hold is kept. A later refresh
- * starts from scratch. */
-CPROF__HIDDEN void cprof__cfi_shutdown(void);
-
-/* Copies the figures of the current index. */
-CPROF__HIDDEN void cprof__cfi_stats(cprof__cfi_stats_t *out);
-
-/* Calls fn for each object of the current index, in address order, until
- * fn returns nonzero (which is then returned). Holds the writer lock: fn
- * must not refresh. */
-CPROF__HIDDEN int cprof__cfi_objects(
-    int (*fn)(const cprof__cfi_object_info *info, void *ctx), void *ctx);
-
 /*
  * Signal side: async-signal-safe, lock-free, no allocation, bounded time.
  * A walk brackets all its lookups with one read_begin/read_end pair and
@@ -188,7 +98,8 @@ CPROF__HIDDEN bool cprof__cfi_code_range(const cprof__cfi_index *idx,
  * FDE by its first address, one FDE a function, and stripping keeps it),
  * read with the fault-free reader: a table that cannot be read names no
  * start. False when there is none (no index yet, no object or no FDE
- * covers pc). Normal context; takes no lock and opens no file. */
+ * covers pc). Normal context; never waits for a lock (its cache's is only
+ * tried) and opens no file. */
 CPROF__HIDDEN bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start);
 
 /* The search table of the .eh_frame_hdr at hdr, read through rd: its
@@ -206,27 +117,10 @@ CPROF__HIDDEN bool cprof__eh_hdr_fde_start(
     uint64_t hdr, uint64_t pc, uint64_t *start,
     bool (*rd)(uint64_t addr, void *out, size_t len));
 
-/*
- * The builder over a bounded buffer, for the fuzzer and the unit tests. img
- * holds an object's memory image with vaddr 0 at img[0]; .eh_frame_hdr
- * starts at hdr_off. Every read stays inside [img, img + len). Returns 0,
- * CPROF_EINVAL (no usable CFI), CPROF_EUNSUPPORTED (len beyond 4 GiB) or
- * CPROF_ENOMEM. A table with no FDE is still a table (of no rows).
- */
-CPROF__HIDDEN int cprof__cfi_table_build(const uint8_t *img, size_t len,
-                                         size_t hdr_off,
-                                         cprof__cfi_table **out);
-/* The rule at offset off from the image's vaddr 0. Fills *out always;
- * returns false when the rule is CPROF__CFI_NONE. Signal-safe. */
+/* The rule at offset off from the image's vaddr 0, in a table that
+ * cfi_build.h's functions built. Fills *out always; returns false when
+ * the rule is CPROF__CFI_NONE. Signal-safe. */
 CPROF__HIDDEN bool cprof__cfi_table_find(const cprof__cfi_table *t,
                                          uintptr_t off, cprof__cfi_rule *out);
-/* The number of rows, and row i (false when i is out of range): the rule
- * holds from *pc up to the next row's pc; the last row is always NONE. */
-CPROF__HIDDEN size_t cprof__cfi_table_rows(const cprof__cfi_table *t);
-CPROF__HIDDEN bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i,
-                                        uint32_t *pc, cprof__cfi_rule *out);
-/* The table's size in bytes, header included. */
-CPROF__HIDDEN size_t cprof__cfi_table_bytes(const cprof__cfi_table *t);
-CPROF__HIDDEN void cprof__cfi_table_free(cprof__cfi_table *t);
 
 #endif

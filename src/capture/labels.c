@@ -19,6 +19,7 @@
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "capture/saferead.h"
 #include "capture/labels.h"
 #include "capture/stack.h"
 

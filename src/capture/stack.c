@@ -1,20 +1,35 @@
 /*
- * The frame-pointer walker. It owns each thread's cached stack bounds and the
- * page probe. Everything but cprof__stack_register_thread() runs in signal
- * context: it must never take a lock, allocate, touch memory it has not
- * validated, or leave errno changed. It may call only syscall() (for the
- * probe) and read its own thread-local bounds, which use the initial-exec TLS
- * model so that reading them never enters the dynamic loader.
+ * The stack walker. It owns each thread's cached stack bounds, the page
+ * probe, the fault-free reader, the walk's cache of unwind rules by pc and
+ * the unwind mode (CPROF_UNWIND). Everything but
+ * cprof__stack_register_thread(), cprof__stack_init() and the refreshes
+ * runs in signal context: it must never take a lock, allocate, touch
+ * memory it has not validated, or leave errno changed. It may call
+ * memcpy, make raw system calls (base/sys.h: the page probe,
+ * process_vm_readv, sigaltstack), look up the unwind tables
+ * (capture/cfi.h, between one read_begin and read_end a walk), and read
+ * its own thread-local bounds, which use the initial-exec TLS model so
+ * that reading them never enters the dynamic loader.
  *
- * A frame is the pair {saved frame pointer, return address} at the frame
- * pointer, on x86-64 and on AArch64 alike. Each step is validated before the
- * pair is read: the frame pointer must be aligned, no lower than the stack
- * pointer or the end of the previous frame record (so the chain strictly
- * increases and cannot loop), within CPROF__STACK_MAX_STEP of the previous
- * frame, and inside the thread's stack when its bounds are known. When they
- * are not (a thread cprof never saw, or a stack pointer outside the cached
- * bounds, such as an alternate signal stack or a coroutine's stack), every
- * page is probed before it is read.
+ * Each frame is stepped by the CFI row of its loaded object's unwind table
+ * where there is one (x86-64): the CFA from rsp or rbp plus an offset, the
+ * return address at CFA - 8, the caller's rbp where the row saved it; a
+ * signal trampoline's row leads to the interrupted registers, and an
+ * undefined return address (_start, clone) ends the walk. Where no row
+ * exists (code without CFI, a JIT's, AArch64, or CPROF_UNWIND=fp) the step
+ * is by the frame record {saved frame pointer, return address} at the
+ * frame pointer; an interrupted frame without a row first tries the return
+ * address at the stack pointer, trusted only after a call to the function
+ * holding the pc (a leaf that has not set up its frame). Each step is
+ * validated before anything is read: a CFA must lie above the stack
+ * pointer and within CPROF__STACK_MAX_STEP of it; a frame pointer must be
+ * aligned, no lower than the stack pointer or the end of the previous
+ * frame record (so the chain strictly increases and cannot loop), and
+ * within CPROF__STACK_MAX_STEP of the previous frame; every word must lie
+ * inside the thread's stack when its bounds are known. When they are not
+ * (a thread cprof never saw, or a stack pointer outside the cached bounds,
+ * such as an alternate signal stack or a coroutine's stack), every page is
+ * probed before it is read.
  */
 #include <linux/futex.h>
 #include <limits.h>
@@ -30,8 +45,10 @@
 #include <unistd.h>
 
 #include "capture/cfi.h"
+#include "capture/cfi_index.h"
 #include "base/env.h"
 #include "base/mem.h"
+#include "capture/saferead.h"
 #include "capture/stack.h"
 #include "base/rng.h"
 #include "base/sys.h"
@@ -49,19 +66,6 @@
 /* Return addresses below this lie in the never-mapped first page. */
 #define CPROF__MIN_RETURN ((uintptr_t)4096)
 
-/* The smallest page size Linux uses. Probing at this granularity stays
- * correct where pages are larger (AArch64 with 16 or 64 KiB pages); it only
- * probes more often than needed. */
-#define CPROF__PAGE ((uintptr_t)4096)
-
-/*
- * The walker reads words it has validated as mapped but which belong to
- * other functions' frames (or, given a garbage chain, to anything mapped):
- * AddressSanitizer would report the redzones and fake stacks it passes
- * through, and ThreadSanitizer the reads of memory other threads write,
- * although no such read can fault or change what the walker trusts.
- */
-#define CPROF__NO_SANITIZE_MEM __attribute__((no_sanitize("address", "thread")))
 
 /*
  * The calling thread's stack, [lo, hi); hi == 0 when unknown. A signal can
@@ -101,7 +105,6 @@ void cprof__stack_unregister_thread(void) {
   tls_lo = 0;
 }
 
-static int probe8(uintptr_t addr);
 
 CPROF__SIGNAL_SAFE size_t cprof__stack_room(void) {
   uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
@@ -126,7 +129,7 @@ CPROF__SIGNAL_SAFE size_t cprof__stack_room(void) {
   size_t room = 0;
   while (page > CPROF__PAGE) {
     uintptr_t below = page - CPROF__PAGE;
-    if (!probe8(below)) {
+    if (!cprof__probe8(below)) {
       room = sp - page;
       break;
     }
@@ -193,65 +196,6 @@ void cprof__stack_refresh(void) { refresh(true); }
 
 void cprof__stack_refresh_try(void) { refresh(false); }
 
-/*
- * One probe: the kernel copies the 8-byte signal set at addr before it looks
- * at `how`, so an invalid `how` turns the call into a pure read check that
- * fails with EFAULT when addr is unreadable and EINVAL otherwise, without
- * ever changing the signal mask. Any other outcome (a seccomp filter, say)
- * counts as unreadable. The caller saves errno.
- */
-CPROF__SIGNAL_SAFE static int probe8(uintptr_t addr) {
-  return cprof__sys4(SYS_rt_sigprocmask, ~0L, (long)addr, 0L, 8L) == -EINVAL;
-}
-
-CPROF__SIGNAL_SAFE int cprof__stack_readable(uintptr_t addr) {
-  int saved = errno;
-  int ok = probe8(addr);
-  /* [addr, addr + 16) may straddle a page boundary. */
-  if (ok && (addr & ~(CPROF__PAGE - 1)) != ((addr + 15) & ~(CPROF__PAGE - 1)))
-    ok = addr + 8 > addr && probe8(addr + 8);
-  errno = saved;
-  return ok;
-}
-
-/* 0 until process_vm_readv is known to work on this system, 1 when it
- * does, -1 when it does not (a seccomp filter, an old kernel). */
-static _Atomic int vm_read_state;
-
-CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM int cprof__safe_read(uintptr_t addr, void *out,
-                                            size_t len) {
-  if (addr < CPROF__PAGE || addr + len < addr || len > 64) return 0;
-  int saved = errno;
-  int ok = 0;
-  int state = atomic_load_explicit(&vm_read_state, memory_order_relaxed);
-  if (state >= 0) {
-    /* The kernel copies the bytes or reports EFAULT: a library unmapped
-     * between any check and the copy cannot fault the handler. */
-    struct iovec local = {out, len}, remote = {(void *)addr, len};
-    long n = cprof__sys6(SYS_process_vm_readv,
-                         cprof__sys4(SYS_getpid, 0, 0, 0, 0), (long)&local,
-                         1L, (long)&remote, 1L, 0L);
-    if (n == (long)len) {
-      ok = 1;
-      if (state == 0)
-        atomic_store_explicit(&vm_read_state, 1, memory_order_relaxed);
-    } else if (n < 0 && n != -EFAULT && state == 0) {
-      atomic_store_explicit(&vm_read_state, -1, memory_order_relaxed);
-      state = -1;
-    }
-  }
-  if (state < 0) {
-    /* Without it: probe every page the bytes touch, then copy. */
-    uintptr_t last = addr + len - 1;
-    ok = probe8(addr & ~(uintptr_t)7) &&
-         ((addr & ~(CPROF__PAGE - 1)) == (last & ~(CPROF__PAGE - 1)) ||
-          probe8(last & ~(uintptr_t)7));
-    if (ok) memcpy(out, (const void *)addr, len);
-  }
-  errno = saved;
-  return ok;
-}
-
 /* A walk's memory of the last page found readable: one page, one probe. */
 typedef struct {
   uintptr_t page; /* 0 when none yet: page 0 is never readable anyway */
@@ -261,7 +205,7 @@ CPROF__SIGNAL_SAFE static int page_readable(probe_cache *c, uintptr_t addr) {
   uintptr_t page = addr & ~(CPROF__PAGE - 1);
   if (page == 0) return 0;
   if (page == c->page) return 1;
-  if (!probe8(page)) return 0;
+  if (!cprof__probe8(page)) return 0;
   c->page = page;
   return 1;
 }

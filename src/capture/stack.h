@@ -1,11 +1,13 @@
 /*
- * Stack capture: a frame-pointer walker that is async-signal-safe and can
- * never fault, whatever the stack holds. Every step is validated: the frame
- * pointer must be aligned, lie inside the thread's stack, and strictly
- * increase by a bounded step. When a thread's stack bounds are not known
- * (a thread that existed before cprof, or one on an alternate signal stack),
- * each new page is probed with a system call that reports EFAULT instead of
- * faulting.
+ * Stack capture: a walker that is async-signal-safe and can never fault,
+ * whatever the stack holds. It steps each frame by the CFI row of the
+ * loaded object's unwind table (capture/cfi.h) where one exists, and by the
+ * frame-pointer record where none does (CPROF_UNWIND chooses: auto, fp or
+ * cfi). Every step is validated: the frame it leads to must lie inside the
+ * thread's stack and strictly above the last, by a bounded step. When a
+ * thread's stack bounds are not known (a thread that existed before cprof,
+ * or one on an alternate signal stack), each new page is probed with a
+ * system call that reports EFAULT instead of faulting.
  *
  * Captured stacks hold call-site addresses: the first frame of a walk from a
  * signal context is the interrupted pc itself; every other frame is a return
@@ -144,16 +146,5 @@ CPROF__HIDDEN size_t cprof__stack_room(void);
  * (measured by test_handler_stack, under 3 KiB) with a margin for the
  * calls the sanitizers add. A signal with less room left is not sampled. */
 #define CPROF__HANDLER_STACK ((size_t)4096)
-
-/* Copies len (at most 64) bytes at addr into out, or returns 0 when they
- * cannot be read; never faults, even when another thread unmaps the
- * memory meanwhile (process_vm_readv, or page probes where that call is
- * refused). For code and other memory outside the thread's own stack.
- * Async-signal-safe; preserves errno. */
-CPROF__HIDDEN int cprof__safe_read(uintptr_t addr, void *out, size_t len);
-
-/* True when [addr, addr + 16) can be read without faulting. Signal-safe;
- * preserves errno. Costs one system call. */
-CPROF__HIDDEN int cprof__stack_readable(uintptr_t addr);
 
 #endif

@@ -46,6 +46,7 @@
 #include "encode/debug_cache.h"
 #include "encode/maps.h"
 #include "base/mem.h"
+#include "capture/saferead.h"
 #include "capture/cfi.h"
 #include "capture/stack.h"
 #include "encode/perfmap.h"

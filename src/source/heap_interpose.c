@@ -60,6 +60,7 @@
 #include "base/rng.h"
 #include "base/spin.h"
 #include "base/sys.h"
+#include "capture/saferead.h"
 #include "capture/interposers.h"
 #include "capture/stack.h"
 #include "capture/labels.h"

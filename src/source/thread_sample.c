@@ -53,6 +53,7 @@
 #include "base/env.h"
 #include "base/lock.h"
 #include "base/mem.h"
+#include "capture/saferead.h"
 #include "capture/cfi.h"
 #include "capture/stack.h"
 #include "capture/interposers.h"

@@ -27,6 +27,8 @@
 #include <unistd.h>
 
 #include "capture/cfi.h"
+#include "capture/cfi_build.h"
+#include "capture/cfi_index.h"
 #include "testutil.h"
 
 #if defined(__clang__)

@@ -12,6 +12,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "capture/saferead.h"
 #include "capture/stack.h"
 #include "testutil.h"
 
