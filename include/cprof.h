@@ -516,6 +516,22 @@ CPROF_EXPORT int cprof_push_stop(cprof_push *p);
 CPROF_EXPORT void cprof_push_get_stats(const cprof_push *p,
                                        cprof_push_stats *out);
 
+/*
+ * The process's environment. At load, cprof takes its CPROF_* variables
+ * and its own LD_PRELOAD entry out of the environment, so that programs
+ * the process execs run unprofiled (docs/dumps.md, "Children"), and says
+ * so on stderr for a CPROF_* name it does not know. A program that reads
+ * CPROF_* variables of its own and passes them on (a launcher, as the
+ * cprof command is) defines this, with any value, in its executable:
+ *
+ *   CPROF_EXPORT const int cprof_keep_environment = 1;
+ *
+ * Then its environment is left as it is and no name is reported. It is
+ * read once, by the library's constructor, before main (jemalloc's
+ * malloc_conf works the same way); the value is not looked at.
+ */
+extern const int cprof_keep_environment;
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,9 +14,10 @@
  * exec from any other process (a fork or vfork child), where only getpid
  * runs before the real exec, so they are as async-signal-safe as exec is.
  *
- * The cprof tool, linked with the library, reads CPROF_* variables of its
- * own and passes others on to `cprof run`'s program: it defines
- * cprof_tool_environment and keeps its environment as it is.
+ * A program that reads CPROF_* variables of its own and passes them on
+ * (the cprof tool, linked with the library, for `cprof run`'s program)
+ * defines cprof_keep_environment (cprof.h) and keeps its environment as
+ * it is.
  *
  * A static link only pulls in archive members that resolve a symbol, and
  * nothing calls a constructor; mem.c, which every module uses, refers to
@@ -60,8 +61,9 @@
 
 const int cprof__init_anchor = 1;
 
-/* Defined by the cprof tool only. */
-extern const int cprof_tool_environment __attribute__((weak));
+/* Defined by a program that keeps its environment (cprof.h): the cprof
+ * command, for one. */
+extern const int cprof_keep_environment __attribute__((weak));
 
 typedef int (*execve_fn)(const char *, char *const[], char *const[]);
 typedef int (*fexecve_fn)(int, char *const[], char *const[]);
@@ -345,7 +347,7 @@ __attribute__((constructor)) static void cprof__init(void) {
    * the environment is rearranged here, and settings read later (by the
    * threads the sinks start, at any time) come from what was taken out,
    * which no longer changes. */
-  if (&cprof_tool_environment == NULL) {
+  if (&cprof_keep_environment == NULL) {
     check_settings();
     long long follow = 0;
     cprof__env_int("CPROF_FOLLOW_EXEC", 0, 1, "exec'd programs not followed",

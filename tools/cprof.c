@@ -990,9 +990,9 @@ static int find_library(char *out, size_t len) {
 }
 
 /* The library leaves the environment of the process it is linked into as
- * it is when the process defines this (init.c): this tool reads CPROF_*
+ * it is when the process defines this (cprof.h): this tool reads CPROF_*
  * variables of its own and sets those `cprof run` passes on. */
-CPROF_EXPORT const int cprof_tool_environment = 1;
+CPROF_EXPORT const int cprof_keep_environment = 1;
 
 static bool getenv_set(const char *name) {
   const char *v = getenv(name);

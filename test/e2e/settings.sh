@@ -44,4 +44,17 @@ expect_match "$TMP/typo.err" '^cprof: CPROF_HEAP_RAT is not a cprof setting \(ig
 expect_match "$TMP/typo.err" '^cprof: CPROF_WHATEVER is not a cprof setting \(ignored\)$' 'an unknown name is reported'
 expect_match "$TMP/typo.err" '^cprof: CPROF_CPU_HZ="fast": not a number; using 100 Hz$' 'a bad CPROF_CPU_HZ is reported at load'
 [ "$(wc -l <"$TMP/typo.err")" -eq 4 ] || fail "expected 4 lines, got: $(cat "$TMP/typo.err")"
+
+# A program that defines cprof_keep_environment (cprof.h) keeps its
+# CPROF_* variables, and hears nothing of a name cprof does not know; the
+# same program without it finds them taken out, and hears of the name.
+env CPROF_HEAP_RATE=0 CPROF_NOSUCH=1 "$CPROFTEST_BUILD/test/progs/keep_env" \
+  CPROF_HEAP_RATE CPROF_NOSUCH >"$TMP/keep.out" 2>"$TMP/keep.err"
+expect_match "$TMP/keep.out" '^CPROF_HEAP_RATE=0$' 'a program that keeps its environment keeps CPROF_HEAP_RATE'
+expect_match "$TMP/keep.out" '^CPROF_NOSUCH=1$' 'and an unknown CPROF_ name'
+[ ! -s "$TMP/keep.err" ] || fail "a program that keeps its environment was told: $(cat "$TMP/keep.err")"
+env CPROF_HEAP_RATE=0 CPROF_NOSUCH=1 "$CPROFTEST_BUILD/test/progs/env_print" \
+  CPROF_HEAP_RATE CPROF_NOSUCH >"$TMP/detach.out" 2>"$TMP/detach.err"
+expect_match "$TMP/detach.out" '^CPROF_HEAP_RATE=\(unset\)$' 'without it, CPROF_HEAP_RATE is taken out'
+expect_match "$TMP/detach.err" '^cprof: CPROF_NOSUCH is not a cprof setting \(ignored\)$' 'and the unknown name reported'
 finish
