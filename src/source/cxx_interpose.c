@@ -38,7 +38,7 @@
 
 #include "base/env.h"
 #include "capture/interposers.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "base/mem.h"
 
 #define NO_SAN __attribute__((no_sanitize("address", "thread", "undefined")))

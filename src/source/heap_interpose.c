@@ -1,5 +1,5 @@
 /*
- * The heap sampler (heap.h). It owns the exported malloc family, the
+ * The heap sampler (heap_sampler.h). It owns the exported malloc family, the
  * per-thread countdowns and the table of live sampled objects; the
  * allocator underneath and its bootstrap arena are base/real_alloc.c's,
  * and the `heap` / `allocs` profiles are profile/heap.c's.
@@ -50,7 +50,7 @@
 #include <unistd.h>
 
 #include "base/env.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "source/threads.h"
 #include "base/hmap.h"
 #include "base/mem.h"
@@ -164,7 +164,7 @@ NO_SAN static void free_unresolved(void *p) {
 
 static _Atomic long heap_rate = CPROF__HEAP_DEFAULT_RATE;
 /* Named cprof__heap_tls outside this file, where the C++ allocation
- * functions charge it inline (heap.h). */
+ * functions charge it inline (heap_sampler.h). */
 CPROF__HIDDEN __thread cprof__heap_sampler tls_sampler
     __asm__("cprof__heap_tls") CPROF__TLS;
 /* The countdown of a thread that runs profiler code, parked while it does:
@@ -1364,7 +1364,7 @@ NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
 }
 
 /* The C++ allocation functions (heap_cxx.c) share this sampler: see
- * heap.h. */
+ * heap_sampler.h. */
 _Atomic uint64_t *const cprof__heap_unaligned_count = &hot.unaligned_live;
 NO_SAN bool cprof__heap_take(size_t n) { return should_sample(n); }
 

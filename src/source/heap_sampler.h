@@ -9,8 +9,8 @@
  * The pieces below the profiles are exposed so the unit tests can check the
  * sampling maths on their own.
  */
-#ifndef CPROF_HEAP_H
-#define CPROF_HEAP_H
+#ifndef CPROF_HEAP_SAMPLER_H
+#define CPROF_HEAP_SAMPLER_H
 
 #include <stdbool.h>
 #include <stddef.h>
