@@ -18,9 +18,16 @@
 
 #include "capture/agg.h"
 
+/* The interposers and everything they reach before a sample run
+ * uninstrumented: a sanitizer runtime allocates (through them) while it is
+ * still initialising, before its shadow memory exists. The heap sampler's
+ * files (heap_interpose.c, heap_live.c) mark those functions with this. */
+#define CPROF__HEAP_NO_SAN \
+  __attribute__((no_sanitize("address", "thread", "undefined")))
+
 #define CPROF__HEAP_DEFAULT_RATE 524288
 /* From this rate up, sampled blocks are placed on page boundaries, where
- * free() recognises them by their address alone (heap.c). */
+ * free() recognises them by their address alone (heap_live.c). */
 #define CPROF__HEAP_ALIGN_MIN_RATE 65536
 
 /* Prepares the tables, reads CPROF_HEAP_RATE and registers the fork
