@@ -3,9 +3,9 @@
  * so that free() knows it by its address (a page of the region, or a block
  * a page larger from the allocator underneath, tracked here), and the
  * sampled blocks not yet freed, with the counts and the walk the profiles
- * read. The interposers and the record of a sample (heap_interpose.c)
- * place, track and forget blocks through heap_live.h, whose inline tests
- * free()'s and malloc()'s paths make without a call.
+ * read. The interposers (heap_interpose.c) and the record of a sample
+ * (heap_sampler.c) place, track and forget blocks through heap_live.h,
+ * whose inline tests free()'s and malloc()'s paths make without a call.
  *
  * It calls the allocator underneath through base/real_alloc.h only, the
  * sampler for its rate, and heap_interpose.c back only to point free() at

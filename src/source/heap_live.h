@@ -37,7 +37,7 @@ struct cprof__heap_hot {
   _Atomic(cprof__free_fn) free_next;
   _Atomic uint64_t unaligned_live;
   _Atomic uint64_t listed; /* blocks in the live set */
-  _Atomic unsigned region_chunks; /* chunks of the region in_region reads */
+  _Atomic unsigned region_chunks; /* chunks cprof__heap_in_region reads */
   _Atomic(cprof__agg *) samples;
 };
 CPROF__HIDDEN extern _Alignas(64) struct cprof__heap_hot cprof__heap_hot;
@@ -141,7 +141,7 @@ CPROF__HIDDEN void cprof__heap_region_free(const void *p, size_t i);
  * allocator underneath (zeroed when zero is set) handed out at its first
  * page boundary. NULL when it cannot go there (the caller allocates as
  * usual); errno is kept. *meta receives the block's tracking word, whose
- * stack id the record fills in. */
+ * stack id cprof__heap_record fills in. */
 CPROF__HIDDEN void *cprof__heap_place_sampled(size_t n, bool zero,
                                               _Atomic uint64_t **meta);
 
