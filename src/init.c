@@ -41,7 +41,7 @@
 #include "base/env.h"
 #include "encode/debug_cache.h"
 #include "exit.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "sink/http.h"
 #include "base/mem.h"
 #include "base/sys.h"

@@ -31,7 +31,7 @@ CPROF__HIDDEN void cprof__free_foreign(void *p);
 CPROF__HIDDEN void cprof__guard_enter(void);
 CPROF__HIDDEN void cprof__guard_exit(void);
 /* Set once by the heap sampler: called as a thread enters and leaves the
- * outermost guard (source/heap.h, cprof__heap_park). */
+ * outermost guard (source/heap_sampler.h, cprof__heap_park). */
 CPROF__HIDDEN void cprof__guard_hooks(void (*park)(void), void (*unpark)(void));
 /* The guard's depth on this thread (mem.c). volatile: the allocator cannot
  * see that cprof's malloc reads it, and gcc would otherwise drop the

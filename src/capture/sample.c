@@ -3,8 +3,6 @@
  * walker, the labels and the stack table, nothing else; async-signal-safe
  * and bounded in stack use (one buffer of CPROF__STACK_BUF frames).
  */
-#include <string.h>
-
 #include "capture/labels.h"
 #include "capture/sample.h"
 #include "capture/stack.h"
@@ -35,6 +33,12 @@ CPROF__SIGNAL_SAFE static cprof__stack_id intern(const uintptr_t *pcs,
 /* noinline: CPROF__SAMPLE_HERE counts its frames from this one. */
 CPROF__SIGNAL_SAFE __attribute__((noinline)) cprof__stack_id
 cprof__sample_stack(const cprof__sample_at *at, unsigned flags) {
+  if (at->from == CPROF__SAMPLE_WALKED) {
+    size_t n = at->n <= at->cap ? at->n : at->cap;
+    if (flags & CPROF__SAMPLE_LABELS)
+      n = cprof__labels_mark(at->pcs, n, at->cap);
+    return intern(at->pcs, n, flags);
+  }
   uintptr_t pcs[CPROF__STACK_BUF];
   const size_t cap = CPROF__ARRAY_LEN(pcs);
   size_t n = 0;
@@ -49,8 +53,6 @@ cprof__sample_stack(const cprof__sample_at *at, unsigned flags) {
     n = cprof__stack_walk_here(pcs, cap, 1 + at->skip);
     break;
   case CPROF__SAMPLE_WALKED:
-    n = at->n < cap ? at->n : cap;
-    memcpy(pcs, at->pcs, n * sizeof *pcs);
     break;
   }
   if (flags & CPROF__SAMPLE_LABELS) n = cprof__labels_mark(pcs, n, cap);

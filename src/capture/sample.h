@@ -25,7 +25,8 @@ typedef enum cprof__sample_from {
   CPROF__SAMPLE_FRAME,  /* a frame: its pc, frame pointer and sp */
   CPROF__SAMPLE_HERE,   /* the caller's own stack, skip frames left out */
   /* Frames the source walked itself (another thread's stack from a copy,
-   * or a walk it had to patch up): pcs, n. */
+   * or a walk it had to patch up): pcs, n, in a buffer of cap frames that
+   * the labels' frame may be added to in place. */
   CPROF__SAMPLE_WALKED,
 } cprof__sample_from;
 
@@ -34,8 +35,8 @@ typedef struct cprof__sample_at {
   const void *uc;       /* SIGNAL */
   uintptr_t pc, fp, sp; /* FRAME */
   size_t skip;          /* HERE: 0 starts at the caller of cprof__sample_stack */
-  const uintptr_t *pcs; /* WALKED */
-  size_t n;             /* WALKED: at most CPROF__STACK_BUF */
+  uintptr_t *pcs;       /* WALKED */
+  size_t n, cap;        /* WALKED: n <= cap */
 } cprof__sample_at;
 
 /* What goes with the stack. */

@@ -314,6 +314,8 @@ static uintptr_t own_kind(const uintptr_t *pcs, size_t n) {
     uintptr_t kind;
   } kinds[] = {
       {"heap_interpose.c", CPROF__PC_OWN_HEAP},
+      {"heap_sampler.c", CPROF__PC_OWN_HEAP},
+      {"heap_live.c", CPROF__PC_OWN_HEAP},
       {"cxx_interpose.c", CPROF__PC_OWN_HEAP},
       {"own_heap.c", CPROF__PC_OWN_HEAP},
       {"real_alloc.c", CPROF__PC_OWN_HEAP},

@@ -1,6 +1,6 @@
 /*
  * The `heap` and `allocs` profiles, built from the heap sampler's samples
- * (source/heap.h): allocation counts aggregated as samples are taken,
+ * (source/heap_sampler.h): allocation counts aggregated as samples are taken,
  * in-use counts summed over the live sampled blocks when the records are
  * collected, so that freeing a sampled block touches no shared counter.
  * Records are raw sampled counts; writing unsamples them (Go's maths).
@@ -19,7 +19,7 @@
 #include "capture/stacktab.h"
 #include "encode/writer.h"
 #include "profile/heap.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 
 /* The profiles. Records are raw sampled counts; writing unsamples them.
  * The allocation counts are aggregated as samples are taken; the in-use

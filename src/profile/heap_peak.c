@@ -25,7 +25,7 @@
 #include "profile/heap.h"
 #include "profile/heap_peak.h"
 #include "profile/registry.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "source/threads.h"
 
 static pthread_mutex_t peak_lock = PTHREAD_MUTEX_INITIALIZER;

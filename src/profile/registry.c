@@ -15,7 +15,7 @@
 #include "source/lock_interpose.h"
 #include "profile/goroutine.h"
 #include "profile/heap.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "base/hmap.h"
 #include "base/lock.h"
 #include "base/mem.h"

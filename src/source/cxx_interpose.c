@@ -3,19 +3,19 @@
  * nothrow, align_val_t, align_val_t + nothrow) and operator delete and
  * delete[] (plain, sized, nothrow, aligned, sized + aligned, aligned +
  * nothrow) of the Itanium ABI, interposed like the malloc family so that
- * the heap sampler (heap.c) sees C++ allocations whichever library provides
- * them. jemalloc and tcmalloc export operator new and delete of their own
- * that never reach malloc; libstdc++'s do.
+ * the heap sampler (heap_sampler.h) sees C++ allocations whichever library
+ * provides them. jemalloc and tcmalloc export operator new and delete of
+ * their own that never reach malloc; libstdc++'s do.
  *
  * Each function calls the next definition (dlsym(RTLD_NEXT), found on its
  * first call: libstdc++'s, or an allocator's), in one of the ways the
  * comment on `mode` below gives, so that each allocation is charged to the
  * thread's countdown once, as malloc charges it, and sampled at most once:
  * libstdc++'s operator new calls malloc, and so does jemalloc's aligned
- * one, both back into cprof. A sampled allocation is placed and recorded
- * by heap.c, from a function in cprof_alloc_text, so its stack starts at
- * the caller of operator new. operator delete hands heap.c the blocks
- * cprof placed and passes every other pointer on.
+ * one, both back into cprof. A sampled allocation is placed by heap_live.c
+ * and recorded by heap_sampler.c, from a function in cprof_alloc_text, so
+ * its stack starts at the caller of operator new. operator delete hands
+ * heap_live.c the blocks cprof placed and passes every other pointer on.
  *
  * Where no next definition exists (a C++ library loaded with RTLD_LOCAL
  * that carries its own runtime), the functions behave as libstdc++'s:
@@ -38,7 +38,7 @@
 
 #include "base/env.h"
 #include "capture/interposers.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "base/mem.h"
 
 #define NO_SAN __attribute__((no_sanitize("address", "thread", "undefined")))
@@ -342,7 +342,7 @@ NEW_TEXT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t align,
 }
 
 /* Every operator delete: LIBC and NONE go to cprof's free (libstdc++'s
- * delete is free); DIRECT hands heap.c the blocks cprof placed (only a
+ * delete is free); DIRECT hands heap_live.c the blocks cprof placed (only a
  * pointer on a page boundary can be one, or any while blocks are tracked
  * off one, as for free) and passes every other pointer on, with its
  * arguments as given. */

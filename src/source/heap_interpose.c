@@ -1,18 +1,25 @@
 /*
- * The heap sampler (heap.h). It owns the exported malloc family, the
- * per-thread countdowns and the table of live sampled objects; the
- * allocator underneath and its bootstrap arena are base/real_alloc.c's,
- * and the `heap` / `allocs` profiles are profile/heap.c's.
+ * The heap sampler's interposers (heap_sampler.h): the exported malloc
+ * family, where free() sends a pointer that is not on a page boundary
+ * (free_next, in the line every malloc() and free() reads, which is
+ * defined here), and that target's lock and fork handlers. They charge
+ * the countdown and record a sample through heap_sampler.c (an inline
+ * test, a call only when the countdown runs out), place, find and forget
+ * sampled blocks through heap_live.c (inline tests, a call only for a
+ * pointer on a page boundary or a sampled block), and reach the allocator
+ * underneath and its bootstrap arena through base/real_alloc.h and
+ * cprof's own heap through base/own_heap.h. The `heap` / `allocs`
+ * profiles are profile/heap.c's.
  *
  * The interposers run in every context the application allocates from
  * (constructors, thread teardown, a fork child) and sit on the program's
  * hottest path. They must never allocate through the application's path,
  * take a lock (but the brief one that switches free()'s target, below, when
  * unaligned sampled blocks appear or are all gone), or change errno on
- * success, and their unsampled path must
- * stay a thread-local decrement and a branch (malloc) or a test of the
- * pointer's bits (free). Only a sampled allocation walks the stack, and that
- * path is allocation-free: the walker, the stack table and the aggregation
+ * success, and their unsampled path must stay a thread-local decrement and
+ * a branch (malloc) or a test of the pointer's bits (free). Only a sampled
+ * allocation walks the stack (heap_sampler.c), and that path is
+ * allocation-free: the walker, the stack table and the aggregation
  * table are all lock-free, and the tables that grow (the live set, the
  * region, the stack table's frames) do so by mapping a chunk with one raw
  * mmap, never through malloc.
@@ -24,7 +31,7 @@
  * region's tracking words, or to a lock-free address set in the style of
  * Chromium's LockFreeAddressHashSet (buckets of singly linked nodes that
  * are never unlinked) behind a counting filter. See "Recognising the free
- * of a sampled block" below and docs/heap.md for the costs.
+ * of a sampled block" in heap_live.c and docs/heap.md for the costs.
  *
  * Profiler threads: a thread that runs cprof's code (guarded: cprof's own
  * threads for their whole life, the program's while they are inside
@@ -35,49 +42,26 @@
  * free() sends a pointer in the own heap's range back to it, any thread's,
  * by one shift and compare after the page-boundary test.
  */
-#include <dlfcn.h>
 #include <errno.h>
-#include <link.h>
-#include <malloc.h>
 #include <pthread.h>
-#include <sched.h>
+#include <malloc.h>
 #include <stdatomic.h>
-#include <stdio.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "base/env.h"
-#include "source/heap.h"
-#include "source/threads.h"
-#include "base/hmap.h"
-#include "base/mem.h"
 #include "base/fork.h"
+#include "base/mem.h"
 #include "base/own_heap.h"
 #include "base/real_alloc.h"
-#include "base/rng.h"
 #include "base/spin.h"
-#include "base/sys.h"
-#include "capture/saferead.h"
 #include "capture/interposers.h"
-#include "capture/stack.h"
-#include "capture/labels.h"
-#include "capture/stacktab.h"
+#include "source/heap_live.h"
+#include "source/heap_sampler.h"
 
-/* The interposers and everything they reach before a sample run
- * uninstrumented: a sanitizer runtime allocates (through them) while it is
- * still initialising, before its shadow memory exists. */
-#define NO_SAN __attribute__((no_sanitize("address", "thread", "undefined")))
-
-/* Every function that can stand between the application's call and
- * record() lives in one section, so that record() can leave exactly those
- * frames out of a sampled stack, however the compiler arranged the calls
- * (a tail call at -O2, a frame of its own at -O0). */
-#define ALLOC_TEXT __attribute__((section("cprof_alloc_text")))
-CPROF__HIDDEN extern const char __start_cprof_alloc_text[];
-CPROF__HIDDEN extern const char __stop_cprof_alloc_text[];
+#define NO_SAN CPROF__HEAP_NO_SAN
+#define ALLOC_TEXT CPROF__ALLOC_TEXT
 
 typedef cprof__malloc_fn malloc_fn;
 typedef cprof__free_fn free_fn;
@@ -87,933 +71,25 @@ typedef cprof__posix_memalign_fn posix_memalign_fn;
 typedef cprof__memalign_fn memalign_fn;
 typedef cprof__usable_size_fn usable_size_fn;
 
-/* Where free() goes until the allocator underneath is known (see
- * free_unresolved). */
-static void free_unresolved(void *p);
 static void free_slow(void *p);
-typedef struct live_node live_node;
-
-/* What malloc() and free() read on every call, with the few pointers the
- * sampled paths start from, in one cache line that is written only at
- * set-up (and, for free_next and the counts, in the rare cases described
- * with them). */
-static _Alignas(64) struct {
-  /* Where free() sends a pointer that is not on a page boundary: the
-   * allocator's free, or free_slow while unaligned sampled blocks live. */
-  _Atomic(free_fn) free_next;
-  _Atomic uint64_t unaligned_live;
-  _Atomic uint64_t listed; /* blocks in the live set */
-  _Atomic unsigned region_chunks; /* chunks of the region in_region reads */
-  _Atomic(cprof__agg *) samples;
-} hot = {free_unresolved, 0, 0, 0, NULL};
-
-/*
- * free_next follows hot.unaligned_live: free_slow while it is not zero,
- * the allocator's free otherwise. It is recomputed from the count under a
- * lock whenever the count leaves or reaches zero, and the thread whose
- * insert raised the count from zero does so before it hands its block
- * out, so a free of any unaligned sampled block finds free_slow. The lock
- * is taken only at those transitions (and around fork, so that a child
- * never inherits it held).
- */
-static cprof__spin free_next_lock;
-CPROF__SPIN_FUNCTIONS(NO_SAN)
-
-NO_SAN static void lock_free_next(void) { spin_lock(&free_next_lock); }
-
-NO_SAN static void unlock_free_next(void) { spin_unlock(&free_next_lock); }
-
-NO_SAN static void update_free_next(void) {
-  lock_free_next();
-  free_fn f = atomic_load(&hot.unaligned_live) != 0
-                  ? free_slow
-                  : CPROF__ALLOC_LOAD(free);
-  atomic_store_explicit(&hot.free_next, f, memory_order_release);
-  unlock_free_next();
-}
-
-NO_SAN static void count_unaligned(int64_t delta) {
-  uint64_t before = atomic_fetch_add_explicit(
-      &hot.unaligned_live, (uint64_t)delta, memory_order_relaxed);
-  if (before == (delta > 0 ? 0 : 1)) update_free_next();
-}
 
 #define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
 
-/* Sampled blocks are handed out at page boundaries (see "Recognising the
- * free of a sampled block" below), and so are arena blocks. */
-#define PAGE ((uintptr_t)4096)
-
-/* Until the allocator underneath is found, only null and arena blocks
- * exist, and their free is ignored. Once it is (free is set before malloc,
- * so any other block implies it), free() is pointed at it for good. */
-NO_SAN static void free_unresolved(void *p) {
-  cprof__alloc_resolve();
-  if (CPROF__ALLOC_LOAD(free) == cprof__alloc_bootstrap_free) return;
-  update_free_next();
-  free_fn f = atomic_load_explicit(&hot.free_next, memory_order_acquire);
-  if (f != free_unresolved) f(p);
-}
-
-/*
- * Sampling. Each thread owns a countdown of bytes; the rate is read only
- * when a countdown runs out. While sampling is off a thread still takes the
- * slow path once per OFF_RECHECK bytes, so turning it on reaches every
- * thread soon.
- */
-#define OFF_RECHECK ((uint64_t)1 << 20)
-
-static _Atomic long heap_rate = CPROF__HEAP_DEFAULT_RATE;
-/* Named cprof__heap_tls outside this file, where the C++ allocation
- * functions charge it inline (heap.h). */
-CPROF__HIDDEN __thread cprof__heap_sampler tls_sampler
-    __asm__("cprof__heap_tls") CPROF__TLS;
-/* The countdown of a thread that runs profiler code, parked while it does:
- * see cprof__heap_park. */
-static __thread uint64_t tls_parked CPROF__TLS;
-
-NO_SAN void cprof__heap_park(void) {
-  tls_parked = tls_sampler.countdown;
-  atomic_signal_fence(memory_order_seq_cst);
-  tls_sampler.countdown = 0;
-}
-
-NO_SAN void cprof__heap_unpark(void) {
-  tls_sampler.countdown = tls_parked;
-}
-NO_SAN static uint64_t new_seed(const void *salt) {
-  return cprof__rng_seed((uint64_t)(uintptr_t)salt);
-}
-
-#define LN2 0.693147180559945309417232121458
-
-NO_SAN double cprof__heap_ln(double x) {
-  if (!(x > 0)) return -1e308;
-  uint64_t bits;
-  memcpy(&bits, &x, sizeof bits);
-  int e = (int)((bits >> 52) & 0x7ff);
-  if (e == 0) { /* subnormal: scale into the normal range first */
-    x *= 18014398509481984.0; /* 2^54 */
-    memcpy(&bits, &x, sizeof bits);
-    e = (int)((bits >> 52) & 0x7ff) - 54;
-  }
-  e -= 1023;
-  bits = (bits & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
-  double m;
-  memcpy(&m, &bits, sizeof m);
-  if (m > 1.4142135623730951) {
-    m *= 0.5;
-    e++;
-  }
-  /* ln(m) = 2 atanh(t) with |t| <= 0.172: eleven terms reach double
-   * precision. The reciprocals are constants, so that a draw (one per
-   * sample) costs no division but the one for t. */
-  static const double inv_odd[] = {1.0,      1.0 / 3,  1.0 / 5,  1.0 / 7,
-                                   1.0 / 9,  1.0 / 11, 1.0 / 13, 1.0 / 15,
-                                   1.0 / 17, 1.0 / 19, 1.0 / 21};
-  double t = (m - 1) / (m + 1), t2 = t * t, p = t, sum = 0;
-  for (size_t k = 0; k < sizeof inv_odd / sizeof inv_odd[0]; k++) {
-    sum += p * inv_odd[k];
-    p *= t2;
-  }
-  return e * LN2 + 2 * sum;
-}
-
-double cprof__heap_exp(double x) {
-  if (x < -745) return 0;
-  if (x > 709) return 1e308;
-  double kf = x / LN2;
-  int k = (int)(kf < 0 ? kf - 0.5 : kf + 0.5);
-  double r = x - k * LN2, term = 1, sum = 1;
-  for (int i = 1; i <= 16; i++) {
-    term *= r / i;
-    sum += term;
-  }
-  /* Multiply by 2^k in steps that stay within the normal range. */
-  while (k > 0) {
-    int s = k > 1000 ? 1000 : k;
-    uint64_t b = (uint64_t)(1023 + s) << 52;
-    double f;
-    memcpy(&f, &b, sizeof f);
-    sum *= f;
-    k -= s;
-  }
-  while (k < 0) {
-    int s = k < -1000 ? -1000 : k;
-    uint64_t b = (uint64_t)(1023 + s) << 52;
-    double f;
-    memcpy(&f, &b, sizeof f);
-    sum *= f;
-    k -= s;
-  }
-  return sum;
-}
-
-NO_SAN uint64_t cprof__heap_draw_interval(uint64_t *rng, uint64_t rate) {
-  /* u is uniform on (0, 1]; -ln(u) * rate is exponential with that mean. */
-  double u = (double)((cprof__rng_next(rng) >> 11) + 1) * 0x1p-53;
-  double x = -cprof__heap_ln(u) * (double)rate;
-  if (x >= 0x1p62) return (uint64_t)1 << 62;
-  uint64_t c = (uint64_t)x;
-  if ((double)c < x) c++;
-  return c ? c : 1;
-}
-
-NO_SAN bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
-                                 size_t n) {
-  if (s->rng == 0) {
-    /* The thread's first allocation: draw a real first interval, or every
-     * thread's first allocation would be sampled. */
-    s->rng = new_seed(s);
-    if (rate > 1) {
-      s->countdown = cprof__heap_draw_interval(&s->rng, rate);
-      if (n < s->countdown) {
-        s->countdown -= n;
-        return false;
-      }
-    }
-  }
-  if (rate == 0) {
-    s->countdown = OFF_RECHECK;
-    return false;
-  }
-  if (rate == 1) {
-    s->countdown = 0;
-    return true;
-  }
-  s->countdown = cprof__heap_draw_interval(&s->rng, rate);
-  return true;
-}
-
-/* CPROF_HEAP_RATE is read before the first countdown is drawn, by the
- * first allocation that needs a draw. Before libc has set up the
- * environment (allocations made by the dynamic loader) it is not read yet,
- * and those draws use the default. */
-extern char **environ;
-enum { RATE_UNREAD, RATE_READING, RATE_READ };
-static _Atomic int rate_state;
-/* Nothing is sampled before the module is set up (by a constructor): until
- * then the runtime under us (a sanitizer's, say) may not be ready for
- * anything but allocation. */
-static _Atomic bool ready;
-
-static void read_rate(void) {
-  int unread = RATE_UNREAD;
-  if (!environ || !atomic_compare_exchange_strong(&rate_state, &unread,
-                                                  RATE_READING))
-    return;
-  long long rate;
-  cprof__guard_enter();
-  if (cprof__env_int("CPROF_HEAP_RATE", 0, (long long)1 << 40,
-                     "heap sampling keeps its default rate of 524288", &rate))
-    atomic_store(&heap_rate, (long)rate);
-  cprof__guard_exit();
-  atomic_store(&rate_state, RATE_READ);
-}
-
-#ifdef __SANITIZE_THREAD__
-/* TSan's runtime allocates (pthread_getattr_np) while it starts a thread,
- * before that thread may run instrumented code such as record(). Under TSan
- * the first few slow-path allocations of every thread but the main one are
- * therefore never sampled. */
-#include <sys/syscall.h>
-#define TSAN_START_ALLOCS 16
-static __thread unsigned tsan_allocs CPROF__TLS;
-#endif
-
-NO_SAN static __attribute__((noinline)) bool countdown_expired(size_t n) {
-#ifdef __SANITIZE_THREAD__
-  if (tsan_allocs < TSAN_START_ALLOCS) {
-    if (tsan_allocs == 0 && syscall(SYS_gettid) == getpid())
-      tsan_allocs = TSAN_START_ALLOCS; /* the main thread */
-    else {
-      tsan_allocs++;
-      return false;
-    }
-  }
-#endif
-  if (CPROF__UNLIKELY(atomic_load_explicit(&rate_state, memory_order_acquire) !=
-                      RATE_READ))
-    read_rate();
-  return cprof__heap_sampler_expired(
-      &tls_sampler,
-      (uint64_t)atomic_load_explicit(&heap_rate, memory_order_relaxed), n);
-}
-
-/* Whether the calling thread's allocation of n bytes is sampled. The
- * profiler's own allocations neither sample nor move the countdown. */
-NO_SAN static inline bool should_sample(size_t n) {
-  /* Before set-up nothing is sampled, and nothing instrumented (the guard
-   * lives in mem.c) may run: see countdown_expired(). */
-  if (CPROF__UNLIKELY(!atomic_load_explicit(&ready, memory_order_acquire)))
-    return false;
-  if (cprof__guarded()) return false;
-  cprof__heap_sampler *s = &tls_sampler;
-  if (CPROF__LIKELY(n < s->countdown)) {
-    s->countdown -= n;
-    return false;
-  }
-  return countdown_expired(n);
-}
-
-void cprof__heap_unsample(int64_t count, int64_t bytes, int64_t rate,
-                          int64_t *out_count, int64_t *out_bytes) {
-  if (count == 0 || bytes == 0) {
-    *out_count = *out_bytes = 0;
-    return;
-  }
-  if (rate <= 1) {
-    *out_count = count;
-    *out_bytes = bytes;
-    return;
-  }
-  double avg = (double)bytes / (double)count;
-  if (avg < 0) avg = -avg; /* a delta can make both negative */
-  double x = avg / (double)rate;
-  /* 1 - exp(-x) loses precision for tiny x; the series does not. */
-  double denom = x < 1e-4 ? x * (1 - x / 2 * (1 - x / 3))
-                          : 1 - cprof__heap_exp(-x);
-  double scale = 1 / denom;
-  *out_count = (int64_t)((double)count * scale);
-  *out_bytes = (int64_t)((double)bytes * scale);
-}
-
-uint32_t cprof__heap_size_class(size_t n) {
-  if (n <= 16) return (uint32_t)((n + 7) & ~(size_t)7);
-  if (n > UINT32_MAX) return UINT32_MAX;
-  int lg = 63 - __builtin_clzll((unsigned long long)n);
-  size_t step = (size_t)1 << (lg - 2);
-  size_t c = (n + step - 1) & ~(step - 1);
-  return c > UINT32_MAX ? UINT32_MAX : (uint32_t)c;
-}
-
-/*
- * Recognising the free of a sampled block. free() must tell the few
- * sampled blocks from all others without reading memory: a load that
- * misses the cache on every free costs more than everything else cprof
- * does. So sampled blocks are placed at page boundaries, and free()'s
- * fast path tests only the pointer's low 12 bits:
- *   - a block of up to a page goes to a page of the region, cprof's own
- *     reserved mapping, with its tracking word in region_meta;
- *   - a larger one is allocated a page larger from the allocator underneath
- *     and handed out at its first page boundary; the live set (below)
- *     keeps the distance back to the allocator's block.
- * One pointer in 256 that the allocator returns is on a page boundary by
- * chance: its free pays a filter load on the slow path.
- *
- * Some sampled blocks stay where the allocator put them: all of them at
- * rates below CPROF__HEAP_ALIGN_MIN_RATE (where a page per sample would
- * cost too much memory), realloc results larger than a page (moving them
- * means copying them), and blocks whose placement failed. hot.unaligned_live
- * counts them; while it is not zero, free_next sends every pointer to the
- * slow path, which reads the filter: the cost of the design before this
- * one. The count shares the line every malloc() and free() reads, so at
- * those low rates each change costs the other threads a cache miss.
- */
-#define REGION_PAGES ((size_t)1 << 14) /* 64 MiB of address space at most */
-
-/*
- * The live set: sampled blocks not yet freed, by address, except those in
- * the region. A node holds the address (0 when free), meta = stack id << 40
- * | requested size (the stack id is 0 for a block kept only for its
- * offset), and the offset back to the allocator's block: 24 bytes in all.
- * Nodes are taken by an atomic bump of an index and are never unlinked, so
- * readers walk chains without any reclamation scheme; the nodes in use are
- * bounded by the most sampled blocks ever live at once. Node i lives in
- * chunk i / NODE_CHUNK of a fixed table, each chunk mapped by the first
- * insert that needs it and published by compare-and-swap, never moved: a
- * node is linked into a bucket only after its chunk is published, so a
- * reader that follows a link always finds the chunk. A chunk that cannot
- * be mapped (`ulimit -v`) leaves the block untracked, as a full set does.
- *
- * The filter is read on the slow path of free(), for page-aligned pointers
- * (or every pointer while unaligned_live is not zero): 256 KiB of counts of
- * the live set's blocks. A page-aligned address counts in the byte of its
- * page (modulo 1 GiB), so the few bytes a heap's pages map to stay in the
- * cache for the pointers that are page-aligned by chance; any other address
- * counts in the byte of its 64-byte granule (modulo 16 MiB), so that
- * unaligned sampled blocks, which are dense at low rates, mark few of the
- * blocks around them. Counts saturate at 255 and then stay, which only
- * costs false positives.
- */
-#define BUCKET_BITS 16
-#define FILTER_BITS 18
-#define FILTER_GRANULE_SHIFT 6
-#define FILTER_PAGE_SHIFT 12
-#define LIVE_NODES ((size_t)1 << 21)
-#define NODE_CHUNK_SHIFT 13 /* 8 Ki nodes, 192 KiB, per chunk */
-#define NODE_CHUNK ((size_t)1 << NODE_CHUNK_SHIFT)
-#define NODE_CHUNKS (LIVE_NODES / NODE_CHUNK)
-#define META_SIZE_BITS 40
-#define META_SIZE_MASK (((uint64_t)1 << 39) - 1)
-#define REGION_BUSY ((uint64_t)1 << 39)
-
-struct live_node {
-  _Atomic uintptr_t addr;
-  _Atomic uint64_t meta;
-  _Atomic uint32_t next;  /* node index + 1; 0 ends the chain */
-  _Atomic uint32_t delta; /* bytes from the allocator's block to addr */
-};
-
-static _Atomic uint32_t buckets[(size_t)1 << BUCKET_BITS];
-static _Alignas(4096) _Atomic uint8_t filter[(size_t)1 << FILTER_BITS];
-static _Alignas(64) _Atomic size_t nodes_used;
-static _Atomic uint64_t untracked;
-static _Alignas(64) _Atomic(live_node *) node_chunks[NODE_CHUNKS];
-/* How many times mapping a chunk of the live set or the region failed. */
-static _Atomic uint64_t grow_failures;
-
-/*
- * The region: up to REGION_PAGES pages, one sampled block per page, in
- * REGION_CHUNKS chunks that double in size (0.5, 0.5, 1, 2, 4, 8, 16 and
- * 32 MiB; their addresses share a cache line), each mapped when the first
- * page in it is needed and published by compare-and-swap, never moved or
- * unmapped; hot.region_chunks says how many in_region() looks at, at most
- * 8 (a program whose live sampled blocks fit 1 MiB looks at two). Free pages form a lock-free stack whose
- * head carries a tag against ABA; region_meta[i] is page i's tracking word
- * (REGION_BUSY | stack id << 40 | size, 0 when free). A freed page keeps
- * its memory for the next sample, so the region's resident size is at most
- * a page per sampled block ever live at once. A chunk that cannot be
- * mapped sends the block to the allocator underneath, as a full region
- * does.
- */
-#define REGION_CHUNK0_SHIFT 7 /* the first chunk: 128 pages */
-#define REGION_CHUNKS 8
-_Static_assert(((size_t)1 << REGION_CHUNK0_SHIFT) << (REGION_CHUNKS - 1) ==
-                   REGION_PAGES,
-               "the region's chunks add up to REGION_PAGES");
-static _Atomic uint64_t region_meta[REGION_PAGES];
-static _Atomic uint32_t region_next[REGION_PAGES];
-static _Alignas(64) _Atomic(unsigned char *) region_chunk[REGION_CHUNKS];
-static _Alignas(64) _Atomic uint64_t region_head; /* tag << 32 | top + 1 */
-static _Atomic uint32_t region_used;
-
-/* The page of the region this thread freed last, kept for its next
- * sample (index + 1; 0 when none): a thread that frees its own samples,
- * as most do, then never touches the free list other threads share. It
- * goes back to the list when the thread exits (cprof__heap_thread_exit). */
-static __thread uint32_t tls_spare CPROF__TLS;
-
-/* Chunk k of the region holds pages [first, first + pages). */
-NO_SAN static inline size_t region_chunk_first(unsigned k) {
-  return k ? (size_t)1 << (REGION_CHUNK0_SHIFT + k - 1) : 0;
-}
-
-NO_SAN static inline size_t region_chunk_pages(unsigned k) {
-  return (size_t)1 << (REGION_CHUNK0_SHIFT + (k ? k - 1 : 0));
-}
-
-NO_SAN static inline unsigned region_chunk_of(size_t i) {
-  size_t q = i >> REGION_CHUNK0_SHIFT;
-  return q ? 64 - (unsigned)__builtin_clzll((unsigned long long)q) : 0;
-}
-
-/* Whether p lies in the region, and in which page. */
-NO_SAN static inline bool region_page_of(const void *p, size_t *page) {
-  unsigned n = LOAD(hot.region_chunks);
-  for (unsigned k = 0; k < n; k++) {
-    unsigned char *c = LOAD(region_chunk[k]);
-    uintptr_t off = (uintptr_t)p - (uintptr_t)c;
-    if (c && off < region_chunk_pages(k) * PAGE) {
-      *page = region_chunk_first(k) + off / PAGE;
-      return true;
-    }
-  }
-  return false;
-}
-
-NO_SAN static inline bool in_region(const void *p) {
-  size_t page;
-  return region_page_of(p, &page);
-}
-
-/* The chunk of the region that holds page i, mapped now if no thread has
- * yet (the loser of a race unmaps its copy); NULL when it cannot be. The
- * chunk is counted in hot.region_chunks before any of its pages is handed
- * out, so a free of one finds it. */
-NO_SAN static unsigned char *region_grow(size_t i) {
-  unsigned k = region_chunk_of(i);
-  unsigned char *c = atomic_load_explicit(&region_chunk[k],
-                                          memory_order_acquire);
-  if (!c) {
-    size_t len = region_chunk_pages(k) * PAGE;
-    unsigned char *m = cprof__sys_map(len);
-    if (!m) {
-      atomic_fetch_add_explicit(&grow_failures, 1, memory_order_relaxed);
-      return NULL;
-    }
-    if (atomic_compare_exchange_strong_explicit(&region_chunk[k], &c, m,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
-      c = m;
-    else
-      cprof__sys_unmap(m, len);
-  }
-  unsigned have = LOAD(hot.region_chunks);
-  while (have < k + 1 &&
-         !atomic_compare_exchange_weak_explicit(&hot.region_chunks, &have,
-                                                k + 1, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
-  return c;
-}
-
-/* The address of page i, whose chunk is mapped. */
-NO_SAN static inline unsigned char *region_page(size_t i) {
-  unsigned k = region_chunk_of(i);
-  return LOAD(region_chunk[k]) + (i - region_chunk_first(k)) * PAGE;
-}
-
-NO_SAN static void *region_alloc(size_t n, _Atomic uint64_t **meta) {
-#ifdef __SANITIZE_THREAD__
-  /* Under TSan, pages passed between threads by cprof's own
-   * (uninstrumented) code would look like races: sampled blocks are placed
-   * by the allocator underneath instead. */
-  (void)n;
-  (void)meta;
-  return NULL;
-#endif
-  size_t i;
-  if (tls_spare) {
-    i = tls_spare - 1;
-    tls_spare = 0;
-    goto take;
-  }
-  uint64_t head = atomic_load_explicit(&region_head, memory_order_acquire);
-  for (;;) {
-    uint32_t top = (uint32_t)head;
-    if (top == 0) {
-      if (LOAD(region_used) >= REGION_PAGES) return NULL;
-      i = atomic_fetch_add_explicit(&region_used, 1, memory_order_relaxed);
-      if (i >= REGION_PAGES) return NULL;
-      if (!region_grow(i)) {
-        /* The page is given back unless another thread took one since. */
-        uint32_t mine = (uint32_t)i + 1;
-        atomic_compare_exchange_strong_explicit(&region_used, &mine,
-                                                (uint32_t)i,
-                                                memory_order_relaxed,
-                                                memory_order_relaxed);
-        return NULL;
-      }
-      break;
-    }
-    uint32_t next = LOAD(region_next[top - 1]);
-    uint64_t want = ((head >> 32) + 1) << 32 | next;
-    if (atomic_compare_exchange_weak_explicit(&region_head, &head, want,
-                                              memory_order_acquire,
-                                              memory_order_acquire)) {
-      i = top - 1;
-      break;
-    }
-  }
-take:
-  atomic_store_explicit(&region_meta[i], REGION_BUSY | n, memory_order_relaxed);
-  *meta = &region_meta[i];
-  return region_page(i);
-}
-
-NO_SAN static void region_release(size_t i) {
-  uint64_t head = LOAD(region_head);
-  uint64_t want;
-  do {
-    atomic_store_explicit(&region_next[i], (uint32_t)head,
-                          memory_order_relaxed);
-    want = ((head >> 32) + 1) << 32 | (uint64_t)(i + 1);
-  } while (!atomic_compare_exchange_weak_explicit(
-      &region_head, &head, want, memory_order_release, memory_order_relaxed));
-}
-
-NO_SAN static inline uint64_t addr_hash(const void *p) {
-  return ((uint64_t)(uintptr_t)p >> 4) * CPROF__GOLDEN;
-}
-
-NO_SAN static inline _Atomic uint8_t *filter_slot(const void *p) {
-  uintptr_t a = (uintptr_t)p;
-  unsigned shift = a & (PAGE - 1) ? FILTER_GRANULE_SHIFT : FILTER_PAGE_SHIFT;
-  return &filter[(a >> shift) & (((uintptr_t)1 << FILTER_BITS) - 1)];
-}
-
-/* Whether p may be in the live set. */
-NO_SAN static inline bool maybe_sampled(const void *p) {
-  return LOAD(*filter_slot(p)) != 0;
-}
-
-/* Whether free(p) must look further than the allocator underneath: the
- * fast path's test. */
-NO_SAN static inline bool free_checks(const void *p) {
-  return ((uintptr_t)p & (PAGE - 1)) == 0 || LOAD(hot.unaligned_live) != 0;
-}
-
-NO_SAN static void filter_add(const void *p, int delta) {
-  _Atomic uint8_t *f = filter_slot(p);
-  uint8_t cur = LOAD(*f);
-  for (;;) {
-    if (cur == 255 || (delta < 0 && cur == 0)) return;
-    if (atomic_compare_exchange_weak_explicit(f, &cur, (uint8_t)(cur + delta),
-                                              memory_order_relaxed,
-                                              memory_order_relaxed))
-      return;
-  }
-}
-
-/* The tracking word of a block of size bytes sampled with stack sid;
- * 0 when either does not fit. */
-static inline uint64_t make_meta(cprof__stack_id sid, size_t size) {
-  if (sid >= ((uint64_t)1 << (64 - META_SIZE_BITS)) || size > META_SIZE_MASK)
-    return 0;
-  return (uint64_t)sid << META_SIZE_BITS | size;
-}
-
-/* Node i of the live set, linked into a bucket (so its chunk exists). */
-NO_SAN static inline live_node *node_at(size_t i) {
-  return &LOAD(node_chunks[i >> NODE_CHUNK_SHIFT])[i & (NODE_CHUNK - 1)];
-}
-
-/* Node i, a new one, its chunk mapped now if no thread has yet (the loser
- * of a race unmaps its copy); NULL when the chunk cannot be mapped. */
-NO_SAN static live_node *node_new(size_t i) {
-  _Atomic(live_node *) *slot = &node_chunks[i >> NODE_CHUNK_SHIFT];
-  live_node *c = atomic_load_explicit(slot, memory_order_acquire);
-  if (!c) {
-    live_node *m = cprof__sys_map(NODE_CHUNK * sizeof(live_node));
-    if (!m) {
-      atomic_fetch_add_explicit(&grow_failures, 1, memory_order_relaxed);
-      return NULL;
-    }
-    if (atomic_compare_exchange_strong_explicit(slot, &c, m,
-                                                memory_order_acq_rel,
-                                                memory_order_acquire))
-      c = m;
-    else
-      cprof__sys_unmap(m, NODE_CHUNK * sizeof(live_node));
-  }
-  return &c[i & (NODE_CHUNK - 1)];
-}
-
-/* Adds p to the live set; NULL when the set is full or cannot grow. */
-NO_SAN static live_node *live_insert(void *p, uint64_t meta, uint32_t delta) {
-  _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
-  live_node *n = NULL;
-  for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
-       i = atomic_load_explicit(&node_at(i - 1)->next, memory_order_acquire)) {
-    uintptr_t zero = 0;
-    live_node *c = node_at(i - 1);
-    if (LOAD(c->addr) == 0 &&
-        atomic_compare_exchange_strong_explicit(
-            &c->addr, &zero, (uintptr_t)p, memory_order_acquire,
-            memory_order_relaxed)) {
-      n = c;
-      break;
-    }
-  }
-  if (!n) {
-    size_t idx = atomic_fetch_add_explicit(&nodes_used, 1, memory_order_relaxed);
-    if (idx >= LIVE_NODES) return NULL;
-    n = node_new(idx);
-    if (!n) {
-      /* The index is given back unless another thread took one since;
-       * foreach_live skips one that is not. */
-      size_t mine = idx + 1;
-      atomic_compare_exchange_strong_explicit(&nodes_used, &mine, idx,
-                                              memory_order_relaxed,
-                                              memory_order_relaxed);
-      return NULL;
-    }
-    atomic_store_explicit(&n->addr, (uintptr_t)p, memory_order_relaxed);
-    uint32_t head = atomic_load_explicit(b, memory_order_relaxed);
-    do {
-      atomic_store_explicit(&n->next, head, memory_order_relaxed);
-    } while (!atomic_compare_exchange_weak_explicit(
-        b, &head, (uint32_t)idx + 1, memory_order_release,
-        memory_order_relaxed));
-  }
-  atomic_store_explicit(&n->meta, meta, memory_order_relaxed);
-  atomic_store_explicit(&n->delta, delta, memory_order_relaxed);
-  filter_add(p, 1);
-  atomic_fetch_add_explicit(&hot.listed, 1, memory_order_relaxed);
-  if ((uintptr_t)p & (PAGE - 1)) count_unaligned(1);
-  return n;
-}
-
-/* Finds p in the live set, and takes it out when remove is set; false when
- * it is not there. Only the owner of p looks it up, after its insert, so a
- * plain scan suffices. NO_SAN, like free: TSan's own thread start frees
- * memory through this allocator before the thread is set up for
- * instrumented code, and a pointer the filter cannot rule out gets here. */
-NO_SAN static bool live_find(const void *p, bool remove, uint64_t *meta,
-                             uint32_t *delta) {
-  /* An empty set answers from the line every free() reads: the pointers
-   * the allocator puts on a page boundary by chance get no further. A
-   * block's insert is seen here, as the count is raised before the
-   * block is handed out. */
-  if (!p || LOAD(hot.listed) == 0 || !maybe_sampled(p)) return false;
-  _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
-  for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
-       i = atomic_load_explicit(&node_at(i - 1)->next, memory_order_acquire)) {
-    live_node *n = node_at(i - 1);
-    if (LOAD(n->addr) != (uintptr_t)p) continue;
-    *meta = LOAD(n->meta);
-    *delta = LOAD(n->delta);
-    if (remove) {
-      atomic_store_explicit(&n->addr, 0, memory_order_release);
-      filter_add(p, -1);
-      atomic_fetch_sub_explicit(&hot.listed, 1, memory_order_relaxed);
-      if ((uintptr_t)p & (PAGE - 1)) count_unaligned(-1);
-    }
-    return true;
-  }
-  return false;
-}
-
-/* Frees a block of the region, p in page i. A pointer inside a page, or a
- * page not in use (freed twice), is not one cprof handed out: it is left
- * alone. */
-NO_SAN static void region_free(const void *p, size_t i) {
-  if ((uintptr_t)p & (PAGE - 1)) return;
-  uint64_t meta = atomic_exchange_explicit(&region_meta[i], 0,
-                                           memory_order_acq_rel);
-  if (!(meta & REGION_BUSY)) return;
-  if (tls_spare)
-    region_release(i);
-  else
-    tls_spare = (uint32_t)(i + 1);
-}
-
-/* Where a sampled block of n bytes goes so that free() knows it by its
- * address: a page of the region, or a block a page larger from the
- * allocator underneath (zeroed when zero is set) handed out at its first
- * page boundary. NULL when it cannot go there (the caller allocates as
- * usual); errno is kept. *meta receives the block's tracking word, whose
- * stack id record() fills in. */
-NO_SAN static void *place_sampled(size_t n, bool zero,
-                                  _Atomic uint64_t **meta) {
-  if (LOAD(heap_rate) < CPROF__HEAP_ALIGN_MIN_RATE || n > META_SIZE_MASK)
-    return NULL;
-  int saved = errno;
-  void *p = NULL;
-  if (n <= PAGE) {
-    p = region_alloc(n, meta);
-    if (p && zero) memset(p, 0, n);
-  }
-  if (!p) {
-    calloc_fn c = CPROF__ALLOC_LOAD(calloc);
-    unsigned char *base = NULL;
-    if (!zero)
-      base = CPROF__ALLOC_LOAD(malloc)(n + PAGE);
-    else if (c)
-      base = c(1, n + PAGE);
-    if (base) {
-      unsigned char *a =
-          (unsigned char *)(((uintptr_t)base + PAGE - 1) & ~(PAGE - 1));
-      live_node *node = live_insert(a, n, (uint32_t)(a - base));
-      if (node) {
-        *meta = &node->meta;
-        p = a;
-      } else {
-        CPROF__ALLOC_LOAD(free)(base);
-      }
-    }
-  }
-  errno = saved;
-  return p;
-}
+#define PAGE CPROF__HEAP_PAGE
 
 /* A block the allocator underneath returned for a sampled request: moved to
  * a page boundary if it is not on one (copying its n bytes when copy is
- * set, and only if they fit in a page), or left where it is, for record()
- * to track there. */
+ * set, and only if they fit in a page), or left where it is, for
+ * cprof__heap_record to track there. */
 NO_SAN static void *settle(void *q, size_t n, bool copy,
                            _Atomic uint64_t **meta) {
   *meta = NULL;
   if (((uintptr_t)q & (PAGE - 1)) == 0 || (copy && n > PAGE)) return q;
-  void *r = place_sampled(n, false, meta);
+  void *r = cprof__heap_place_sampled(n, false, meta);
   if (!r) return q;
   if (copy) memcpy(r, q, n);
   CPROF__ALLOC_LOAD(free)(q);
   return r;
-}
-
-/*
- * C++ operator new reaches malloc through libstdc++, whose operator new is
- * built without a frame pointer: a frame-pointer walk from malloc goes from
- * operator new straight to its caller's caller. For a sample whose first
- * frame lies in one of libstdc++'s operator new functions (their bounds are
- * found once, at init), the caller's return address is recovered from the
- * few stack words operator new occupies: the first word that points just
- * after a call instruction (e8 rel32 or ff 15 rel32) and outside operator
- * new. Checking it costs one system call, on sampled allocations from
- * operator new only.
- */
-#define NEW_RANGES 8
-#define NEW_SCAN_WORDS 8
-
-static struct {
-  uintptr_t lo, hi;
-} new_ranges[NEW_RANGES];
-static _Atomic int new_nranges;
-
-static void find_operator_new(void) {
-  static const char *const names[] = {
-      "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
-      "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
-      "_ZnwmSt11align_val_tRKSt9nothrow_t",
-      "_ZnamSt11align_val_tRKSt9nothrow_t"};
-  int n = 0;
-  cprof__guard_enter();
-  for (size_t i = 0; i < CPROF__ARRAY_LEN(names) && n < NEW_RANGES; i++) {
-    void *f = dlsym(RTLD_DEFAULT, names[i]);
-    Dl_info info;
-    const ElfW(Sym) *sym = NULL;
-    if (f && dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) && sym &&
-        sym->st_size) {
-      new_ranges[n].lo = (uintptr_t)f;
-      new_ranges[n].hi = (uintptr_t)f + sym->st_size;
-      n++;
-    }
-  }
-  cprof__guard_exit();
-  atomic_store_explicit(&new_nranges, n, memory_order_release);
-}
-
-static bool in_operator_new(uintptr_t pc) {
-  int n = atomic_load_explicit(&new_nranges, memory_order_acquire);
-  for (int i = 0; i < n; i++)
-    if (pc >= new_ranges[i].lo && pc < new_ranges[i].hi) return true;
-  return false;
-}
-
-static bool after_call(uintptr_t ret) {
-  unsigned char b[8]; /* b[8 - k] is the byte at ret - k */
-  if (ret < 4096 || !cprof__safe_read(ret - 8, b, sizeof b)) return false;
-  return b[8 - 5] == 0xe8 || (b[8 - 6] == 0xff && b[8 - 5] == 0x15);
-}
-
-/* pcs[0] is in operator new and fp is the frame of the exported function
- * operator new called: inserts the caller of operator new after pcs[0]. */
-static size_t add_new_caller(uintptr_t *pcs, size_t n, size_t max,
-                             uintptr_t fp) {
-  const uintptr_t *words = (const uintptr_t *)(fp + 2 * sizeof(uintptr_t));
-  for (int i = 0; i < NEW_SCAN_WORDS; i++) {
-    uintptr_t w = words[i];
-    if (in_operator_new(w - 1) || !after_call(w)) continue;
-    if (n == max) n--; /* the deepest frame gives way */
-    memmove(&pcs[2], &pcs[1], (n - 1) * sizeof *pcs);
-    pcs[1] = w - 1;
-    return n + 1;
-  }
-  return n;
-}
-
-static inline bool in_alloc_text(uintptr_t pc) {
-  return pc - (uintptr_t)__start_cprof_alloc_text <
-         (uintptr_t)(__stop_cprof_alloc_text - __start_cprof_alloc_text);
-}
-
-/* The stack a thread sampled last, by its hash: a thread that keeps
- * allocating from the same place (as the sampled ones mostly do) finds its
- * stack's id here, not in the shared table. Two different stacks with the
- * same 64-bit hash would be merged; the table itself compares frames. */
-static __thread struct {
-  uint64_t hash;
-  size_t depth;
-  cprof__stack_id sid;
-} tls_last_stack CPROF__TLS;
-
-static cprof__stack_id intern_stack(const uintptr_t *pcs, size_t depth) {
-  uint64_t h = cprof__stacktab_hash(pcs, depth);
-  if (h == tls_last_stack.hash && depth == tls_last_stack.depth)
-    return tls_last_stack.sid;
-  cprof__stack_id sid = cprof__stacktab_intern(pcs, depth);
-  if (sid > CPROF__STACK_OVERFLOW) {
-    tls_last_stack.hash = h;
-    tls_last_stack.depth = depth;
-    tls_last_stack.sid = sid;
-  }
-  return sid;
-}
-
-/*
- * The allocation counts are kept in HEAP_STRIPES stripes: a thread adds to
- * its own stripe's record of a (stack, size class), which the stripe
- * number in the stack id's top bits keeps apart, so that threads sampling
- * the same site do not pass its record's cache line back and forth.
- * Collecting adds the stripes up.
- */
-#define HEAP_STRIPES 4
-#define STRIPE_SHIFT 24
-#define STRIPE_SID_MASK (((cprof__stack_id)1 << STRIPE_SHIFT) - 1)
-
-static __thread uint32_t tls_stripe CPROF__TLS; /* stripe + 1; 0 unassigned */
-static _Atomic uint32_t stripes_given;
-
-static cprof__stack_id striped(cprof__stack_id sid) {
-  if (!tls_stripe)
-    tls_stripe = atomic_fetch_add_explicit(&stripes_given, 1,
-                                           memory_order_relaxed) %
-                     HEAP_STRIPES +
-                 1;
-  if (sid == CPROF__STACK_NONE || sid > STRIPE_SID_MASK) return sid;
-  return sid | (cprof__stack_id)(tls_stripe - 1) << STRIPE_SHIFT;
-}
-
-/* Records a sampled allocation. Called by the allocator functions only,
- * which all live in cprof_alloc_text: the stack starts at the first frame
- * outside it, the application's call site. meta is the block's tracking
- * word when placing it already tracked it (see place_sampled); otherwise
- * the block is added to the live set here. */
-ALLOC_TEXT static __attribute__((noinline)) void record(
-    void *p, size_t n, _Atomic uint64_t *meta) {
-  int saved = errno;
-  cprof__guard_enter();
-  cprof__agg *agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
-  if (CPROF__UNLIKELY(!agg)) {
-    /* A program linked with the static library may have no constructor of
-     * cprof's at all: the first sample sets the module up. */
-    cprof__heap_init();
-    agg = atomic_load_explicit(&hot.samples, memory_order_acquire);
-  }
-  if (agg) {
-    /* The stack table is made by the first sample rather than at start-up,
-     * so that a program that never samples never reserves it. */
-    cprof__stacktab_init();
-    cprof__stack_refresh_try();
-    /* Leave out this frame and those of the allocator functions between
-     * it and the application. All are cprof's own, built with frame
-     * pointers, so their chain is safe to follow; fp ends at the frame of
-     * the function the application called. */
-    uintptr_t fp = *(const uintptr_t *)__builtin_frame_address(0);
-    size_t skip = 2; /* this function and its caller */
-    while (skip < 8 && in_alloc_text(((const uintptr_t *)fp)[1] - 1)) {
-      fp = ((const uintptr_t *)fp)[0];
-      skip++;
-    }
-    uintptr_t pcs[CPROF__STACK_BUF];
-    size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), skip);
-    /* The CFI walk steps through operator new by its row; the frame
-     * pointer walk needs the caller added back. */
-    if (depth >= 1 && cprof__stack_mode() == CPROF__UNWIND_FP &&
-        in_operator_new(pcs[0]))
-      depth = add_new_caller(pcs, depth, CPROF__ARRAY_LEN(pcs), fp);
-    depth = cprof__labels_mark(pcs, depth, CPROF__ARRAY_LEN(pcs));
-    cprof__stack_id sid = intern_stack(pcs, depth);
-    const int64_t v[2] = {1, (int64_t)n};
-    uint64_t m = make_meta(sid, n);
-    if (cprof__agg_add(agg, striped(sid), cprof__heap_size_class(n), v)) {
-      bool tracked = false;
-      if (meta) {
-        /* Placing the block tracked it with a stack id of 0. */
-        if (m)
-          atomic_store_explicit(meta, LOAD(*meta) | m, memory_order_relaxed);
-        tracked = m != 0;
-      } else {
-        tracked = m && live_insert(p, m, 0);
-      }
-      if (!tracked)
-        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
-    }
-  }
-  cprof__guard_exit();
-  errno = saved;
 }
 
 /* Forgets a sampled block being freed, then frees it; every other block
@@ -1025,32 +101,30 @@ NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
     return;
   }
   size_t page;
-  if (region_page_of(p, &page)) {
-    region_free(p, page);
+  if (cprof__heap_region_page_of(p, &page)) {
+    cprof__heap_region_free(p, page);
     return;
   }
-  uint64_t meta;
-  uint32_t delta = 0;
-  live_find(p, true, &meta, &delta);
+  uint32_t delta = cprof__heap_live_find(p, true).delta;
   CPROF__ALLOC_LOAD(free)((unsigned char *)p - delta);
 }
 
 /* A block of n bytes as malloc makes it: whether it is sampled goes to
- * *sample and its tracking word (see record) to *meta, for the caller to
- * record from cprof_alloc_text. */
+ * *sample and its tracking word (see cprof__heap_record) to *meta, for the
+ * caller to record from cprof_alloc_text. */
 NO_SAN static void *alloc_block(size_t n, bool *sample,
                                 _Atomic uint64_t **meta) {
   *meta = NULL;
-  *sample = should_sample(n);
-  void *p = *sample ? place_sampled(n, false, meta) : NULL;
+  *sample = cprof__heap_should_sample(n);
+  void *p = *sample ? cprof__heap_place_sampled(n, false, meta) : NULL;
   if (!p) p = CPROF__ALLOC_LOAD(malloc)(n);
   if (!p) *sample = false;
   return p;
 }
 
-/* The exported allocator. Each one that can sample calls record() from a
- * function in cprof_alloc_text, so that every sampled stack starts at the
- * application's call site. */
+/* The exported allocator. Each one that can sample calls cprof__heap_record
+ * from a function in cprof_alloc_text, so that every sampled stack starts
+ * at the application's call site. */
 
 /* malloc and free are the hottest entry points, so their common case is a
  * few instructions that need no stack frame: a thread-local countdown
@@ -1066,7 +140,7 @@ NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *malloc_slow(size_t n) {
   bool sample;
   _Atomic uint64_t *meta;
   void *p = alloc_block(n, &sample, &meta);
-  if (CPROF__UNLIKELY(sample)) record(p, n, meta);
+  if (CPROF__UNLIKELY(sample)) cprof__heap_record(p, n, meta);
   return p;
 }
 
@@ -1081,18 +155,18 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
   __asm__ goto("subq %1, %0\n\t"
                "jbe %l[slow]"
                :
-               : "m"(tls_sampler.countdown), "r"(n)
+               : "m"(cprof__heap_tls.countdown), "r"(n)
                : "cc", "memory"
                : slow);
   return CPROF__ALLOC_LOAD(malloc)(n);
 slow:
-  tls_sampler.countdown += n;
+  cprof__heap_tls.countdown += n;
   return malloc_slow(n);
 }
 
 #else
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
-  cprof__heap_sampler *s = &tls_sampler;
+  cprof__heap_sampler *s = &cprof__heap_tls;
   if (CPROF__LIKELY(n < s->countdown)) {
     s->countdown -= n;
     return CPROF__ALLOC_LOAD(malloc)(n);
@@ -1113,7 +187,7 @@ NO_SAN CPROF_EXPORT void free(void *p) {
     cprof__own_free(p);
     return;
   }
-  LOAD(hot.free_next)(p);
+  LOAD(cprof__heap_hot.free_next)(p);
 }
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
@@ -1130,11 +204,12 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
   if (CPROF__OWN_ENABLED && CPROF__UNLIKELY(cprof__guarded()))
     return cprof__own_calloc(n, size);
   /* An overflowing request goes to the allocator, which fails it its way. */
-  if (overflow || CPROF__LIKELY(!should_sample(total))) return f(n, size);
+  if (overflow || CPROF__LIKELY(!cprof__heap_should_sample(total)))
+    return f(n, size);
   _Atomic uint64_t *meta = NULL;
-  void *p = place_sampled(total, true, &meta);
+  void *p = cprof__heap_place_sampled(total, true, &meta);
   if (!p) p = f(n, size);
-  if (p) record(p, total, meta);
+  if (p) cprof__heap_record(p, total, meta);
   return p;
 }
 
@@ -1161,7 +236,7 @@ NO_SAN static void *realloc_from_region(void *p, size_t i, size_t n,
     if (!q) return NULL; /* p stays as it was */
     memcpy(q, p, n < PAGE ? n : PAGE);
   }
-  region_free(p, i);
+  cprof__heap_region_free(p, i);
   return q;
 }
 
@@ -1182,22 +257,22 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
       /* The block is still there: it goes back as it was. */
       int saved = errno;
       if (want < n) saved = ENOMEM;
-      if (!live_insert(p, meta, delta))
-        atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
+      if (!cprof__heap_live_insert(p, meta, delta))
+        cprof__heap_count_untracked();
       errno = saved;
     }
     return NULL;
   }
   if (n == 0) return nb; /* an allocator that returns a block for size 0 */
   void *q = nb + delta;
-  *sample = should_sample(n);
+  *sample = cprof__heap_should_sample(n);
   if (delta == 0) return *sample ? settle(q, n, true, out_meta) : q;
   /* The new block keeps its offset, so it stays tracked, sampled or not
    * (with a stack id of 0 when not). If the live set is full, the data
    * moves down to the allocator's own pointer instead. */
-  live_node *node = live_insert(q, n, delta);
-  if (node) {
-    *out_meta = &node->meta;
+  _Atomic uint64_t *m = cprof__heap_live_insert(q, n, delta);
+  if (m) {
+    *out_meta = m;
     return q;
   }
   memmove(nb, q, n);
@@ -1206,8 +281,8 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
 }
 
 /* The common body of realloc and reallocarray; sets *sample when the
- * result is to be sampled, with *meta as for record() (the caller records
- * it, for the stack's sake). */
+ * result is to be sampled, with *meta as for cprof__heap_record (the caller
+ * records it, for the stack's sake). */
 NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample,
                                         _Atomic uint64_t **meta) {
   *sample = false;
@@ -1223,19 +298,17 @@ NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample,
                                              * exists before resolution */
     return cprof__arena_alloc(16, n);
   }
-  if (p && CPROF__UNLIKELY(free_checks(p))) {
+  if (p && CPROF__UNLIKELY(cprof__heap_free_checks(p))) {
     size_t page;
-    if (region_page_of(p, &page))
+    if (cprof__heap_region_page_of(p, &page))
       return realloc_from_region(p, page, n, sample, meta);
     /* A sampled block leaves the live set before the allocator can hand
      * its address to another thread; if realloc fails it goes back. */
-    uint64_t m;
-    uint32_t delta;
-    if (live_find(p, true, &m, &delta))
-      return realloc_tracked(p, m, delta, n, sample, meta);
+    cprof__heap_live_entry e = cprof__heap_live_find(p, true);
+    if (e.found) return realloc_tracked(p, e.meta, e.delta, n, sample, meta);
   }
   void *q = f(p, n);
-  if (q && CPROF__UNLIKELY(should_sample(n))) {
+  if (q && CPROF__UNLIKELY(cprof__heap_should_sample(n))) {
     *sample = true;
     q = settle(q, n, true, meta);
   }
@@ -1246,7 +319,7 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
   bool sample;
   _Atomic uint64_t *meta;
   void *q = realloc_impl(p, n, &sample, &meta);
-  if (CPROF__UNLIKELY(sample)) record(q, n, meta);
+  if (CPROF__UNLIKELY(sample)) cprof__heap_record(q, n, meta);
   return q;
 }
 
@@ -1259,7 +332,7 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *reallocarray(void *p, size_t n, size_t size
   bool sample;
   _Atomic uint64_t *meta;
   void *q = realloc_impl(p, total, &sample, &meta);
-  if (CPROF__UNLIKELY(sample)) record(q, total, meta);
+  if (CPROF__UNLIKELY(sample)) cprof__heap_record(q, total, meta);
   return q;
 }
 
@@ -1274,10 +347,10 @@ NO_SAN static inline bool valid_alignment(size_t align) {
  * call site. */
 NO_SAN static inline __attribute__((always_inline)) void *
 sampled_aligned(void *p, size_t n) {
-  if (p && CPROF__UNLIKELY(should_sample(n))) {
+  if (p && CPROF__UNLIKELY(cprof__heap_should_sample(n))) {
     _Atomic uint64_t *meta;
     p = settle(p, n, false, &meta);
-    record(p, n, meta);
+    cprof__heap_record(p, n, meta);
   }
   return p;
 }
@@ -1354,101 +427,36 @@ NO_SAN CPROF_EXPORT size_t malloc_usable_size(void *p) {
   if (cprof__in_arena(p)) return cprof__arena_size(p);
   if (CPROF__OWN_ENABLED && cprof__own_block(p))
     return cprof__own_usable_size(p);
-  if (in_region(p)) return PAGE;
+  if (cprof__heap_in_region(p)) return PAGE;
   usable_size_fn f = CPROF__ALLOC_GET(usable_size);
   if (!f) return 0;
-  uint64_t meta;
-  uint32_t delta;
-  if (free_checks(p) && live_find(p, false, &meta, &delta) && delta)
-    return f((unsigned char *)p - delta) - delta;
+  uint32_t delta =
+      cprof__heap_free_checks(p) ? cprof__heap_live_find(p, false).delta : 0;
+  if (delta) return f((unsigned char *)p - delta) - delta;
   return f(p);
 }
 
-/* The C++ allocation functions (heap_cxx.c) share this sampler: see
- * heap.h. */
-_Atomic uint64_t *const cprof__heap_unaligned_count = &hot.unaligned_live;
-NO_SAN bool cprof__heap_take(size_t n) { return should_sample(n); }
-
-NO_SAN bool cprof__heap_ready(void) {
-  return atomic_load_explicit(&ready, memory_order_acquire);
-}
-
-NO_SAN uint64_t cprof__heap_hold(void) {
-  uint64_t c = tls_sampler.countdown;
-  tls_sampler.countdown = CPROF__HEAP_HELD;
-  return c;
-}
-
-NO_SAN void cprof__heap_unhold(uint64_t countdown) {
-  tls_sampler.countdown = countdown;
-}
-
-NO_SAN void *cprof__heap_place(size_t n, _Atomic uint64_t **meta) {
-  *meta = NULL;
-  return place_sampled(n, false, meta);
-}
-
-ALLOC_TEXT void cprof__heap_record(void *p, size_t n, _Atomic uint64_t *meta) {
-  record(p, n, meta);
-}
-
-NO_SAN bool cprof__heap_release(void *p) {
-  if (!p || CPROF__LIKELY(!free_checks(p))) return false;
-  if (cprof__in_arena(p)) return true; /* never freed */
-  size_t page;
-  if (region_page_of(p, &page)) {
-    region_free(p, page);
-    return true;
-  }
-  uint64_t meta;
-  uint32_t delta = 0;
-  if (!live_find(p, true, &meta, &delta) || delta == 0) return false;
-  CPROF__ALLOC_LOAD(free)((unsigned char *)p - delta);
-  return true;
-}
-
 /*
- * Setup, the rate, and fork. A fork child keeps every table as it was (all
- * are lock-free, so none can be caught half-locked); the forking thread
- * draws a fresh seed so parent and child do not sample in lockstep, and a
- * resolution interrupted by the fork is started over.
+ * Fork. free()'s target lock is held across fork, so that a child never
+ * inherits it held; every other table of the heap sampler is lock-free,
+ * so none can be caught half-locked and a child keeps them as they were.
+ * In the child a resolution interrupted by the fork is started over, and
+ * the forking thread draws a fresh seed so parent and child do not sample
+ * in lockstep.
  */
-#define HEAP_RECORDS 32768 /* (stack, size class, stripe) keys */
+static void atfork_prepare(void) { cprof__heap_free_next_lock(); }
+static void atfork_parent(void) { cprof__heap_free_next_unlock(); }
+
+static void atfork_child(void) {
+  cprof__heap_free_next_release_stale();
+  cprof__alloc_atfork_child();
+  cprof__heap_reseed();
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
-static void reseed_current_thread(void) {
-  cprof__heap_sampler *s = &tls_sampler;
-  long rate = atomic_load(&heap_rate);
-  s->rng = new_seed(s) ^ (uint64_t)getpid();
-  if (!s->rng) s->rng = 1;
-  uint64_t countdown =
-      rate > 1 ? cprof__heap_draw_interval(&s->rng, (uint64_t)rate)
-      : rate == 1 ? 0
-                  : OFF_RECHECK;
-  /* Inside profiler code the countdown is parked: set the parked one. */
-  if (cprof__guarded())
-    tls_parked = countdown;
-  else
-    s->countdown = countdown;
-}
-
-static void atfork_prepare(void) { lock_free_next(); }
-static void atfork_parent(void) { unlock_free_next(); }
-
-static void atfork_child(void) {
-  spin_release_stale(&free_next_lock);
-  cprof__alloc_atfork_child();
-  reseed_current_thread();
-}
-
 static void init_once_fn(void) {
-  /* Everything here may allocate; none of it may sample, or the sample
-   * would wait for this very initialisation. */
-  cprof__guard_hooks(cprof__heap_park, cprof__heap_unpark);
-  cprof__threads_hooks(NULL, cprof__heap_thread_exit);
-  cprof__guard_enter();
-  read_rate();
+  cprof__heap_live_slow_free(free_slow);
   /* The allocation interposers, as a program's calls reach them, for the
    * tail-call frames (profile.c). */
   static const uintptr_t mine[] = {
@@ -1458,115 +466,18 @@ static void init_once_fn(void) {
       (uintptr_t)memalign,      (uintptr_t)valloc,
       (uintptr_t)pvalloc,       (uintptr_t)free};
   cprof__interposers_register(mine, CPROF__ARRAY_LEN(mine));
-  /* The live set and the region are mapped chunk by chunk as samples
-   * need them (live_insert, region_alloc): nothing is reserved here. */
-  cprof__agg *agg = cprof__agg_new(2, HEAP_RECORDS);
-  atomic_store_explicit(&hot.samples, agg, memory_order_release);
-  cprof__atfork(CPROF__FORK_HEAP, atfork_prepare, atfork_parent, atfork_child);
-  find_operator_new();
-  reseed_current_thread();
-  atomic_store_explicit(&ready, true, memory_order_release);
-  cprof__guard_exit();
+  cprof__atfork(CPROF__FORK_HEAP, atfork_prepare, atfork_parent,
+                atfork_child);
+  cprof__heap_sampler_init();
 }
 
 void cprof__heap_init(void) { pthread_once(&init_once, init_once_fn); }
 
+
 /* This module's own constructor: a program linked with the static library
- * always pulls in heap.o (it defines malloc) but not necessarily the
- * library's constructor in init.c. */
+ * always pulls in heap_interpose.o (it defines malloc) but not necessarily
+ * the library's constructor in init.c. */
 __attribute__((constructor)) static void heap_constructor(void) {
   cprof__heap_init();
 }
 
-long cprof_heap_set_rate(long rate) {
-  cprof__heap_init();
-  read_rate(); /* so that the environment cannot override this call later */
-  if (rate < 0) return atomic_load(&heap_rate);
-  long prev = atomic_exchange(&heap_rate, rate);
-  reseed_current_thread();
-  return prev;
-}
-
-/* Calls fn with the tracking word of every live sampled block, skipping
- * those kept only for their offset (stack id 0). Blocks allocated or freed
- * meanwhile may or may not be seen. Uninstrumented like the interposers
- * that write the set: its chunks are published by their (uninstrumented)
- * atomics, which a sanitizer cannot see order the chunk's mapping before
- * this read. */
-NO_SAN static void foreach_live(void (*fn)(uint64_t meta, void *ctx),
-                                void *ctx) {
-  size_t used = atomic_load_explicit(&nodes_used, memory_order_acquire);
-  if (used > LIVE_NODES) used = LIVE_NODES;
-  for (size_t k = 0; k * NODE_CHUNK < used; k++) {
-    /* A chunk whose mapping failed is skipped. */
-    live_node *c = atomic_load_explicit(&node_chunks[k], memory_order_acquire);
-    size_t end = used - k * NODE_CHUNK;
-    if (end > NODE_CHUNK) end = NODE_CHUNK;
-    for (size_t i = 0; c && i < end; i++) {
-      uint64_t m = LOAD(c[i].meta);
-      if (LOAD(c[i].addr) != 0 && m >> META_SIZE_BITS) fn(m, ctx);
-    }
-  }
-  size_t pages = LOAD(region_used);
-  if (pages > REGION_PAGES) pages = REGION_PAGES;
-  for (size_t i = 0; i < pages; i++) {
-    uint64_t m = LOAD(region_meta[i]);
-    if (m >> META_SIZE_BITS) fn(m & ~REGION_BUSY, ctx);
-  }
-}
-
-static void count_live(uint64_t meta, void *ctx) {
-  (void)meta;
-  ++*(uint64_t *)ctx;
-}
-
-/* Counted when asked, not kept: a counter every sample and every sampled
- * free updated was a cache line both threads of a churn fought over. */
-uint64_t cprof__heap_live_sampled(void) {
-  uint64_t n = 0;
-  foreach_live(count_live, &n);
-  return n;
-}
-void cprof__heap_thread_exit(void) {
-  if (tls_spare) region_release(tls_spare - 1);
-  tls_spare = 0;
-}
-
-uint64_t cprof__heap_region_pages(void) {
-  size_t used = LOAD(region_used);
-  return used < REGION_PAGES ? used : REGION_PAGES;
-}
-
-uint64_t cprof__heap_thread_countdown(void) { return tls_sampler.countdown; }
-uint64_t cprof__heap_unaligned_live(void) { return LOAD(hot.unaligned_live); }
-uint64_t cprof__heap_untracked(void) { return LOAD(untracked); }
-uint64_t cprof__heap_grow_failures(void) { return LOAD(grow_failures); }
-
-typedef struct live_ctx {
-  void (*fn)(cprof__stack_id sid, size_t size, void *ctx);
-  void *ctx;
-} live_ctx;
-
-static void decode_live(uint64_t meta, void *ctx) {
-  live_ctx *c = ctx;
-  c->fn((cprof__stack_id)(meta >> META_SIZE_BITS),
-        (size_t)(meta & META_SIZE_MASK), c->ctx);
-}
-
-void cprof__heap_foreach_live(void (*fn)(cprof__stack_id sid, size_t size,
-                                         void *ctx),
-                              void *ctx) {
-  live_ctx c = {fn, ctx};
-  foreach_live(decode_live, &c);
-}
-
-cprof__agg *cprof__heap_samples(void) {
-  cprof__heap_init();
-  return atomic_load_explicit(&hot.samples, memory_order_acquire);
-}
-
-cprof__stack_id cprof__heap_unstripe(cprof__stack_id sid) {
-  return sid & STRIPE_SID_MASK;
-}
-
-long cprof__heap_rate(void) { return atomic_load(&heap_rate); }

@@ -367,7 +367,7 @@ static int add_record(collection *c, pid_t tid, uintptr_t *pcs, size_t n,
   n = drop_interposers(c, pcs, n);
   const int64_t v[4] = {1, state, how, nr + 1};
   const cprof__sample_at at = {.from = CPROF__SAMPLE_WALKED, .pcs = pcs,
-                               .n = n};
+                               .n = n, .cap = n};
   return cprof__records_add(c->out, cprof__sample_stack(&at, 0),
                             (uint32_t)tid, v, 4);
 }

@@ -14,7 +14,7 @@
 #include <stdatomic.h>
 
 #include "profile/heap.h"
-#include "source/heap.h"
+#include "source/heap_sampler.h"
 #include "base/mem.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"

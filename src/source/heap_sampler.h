@@ -1,31 +1,57 @@
 /*
- * The heap sampler: the malloc family (and, in heap_cxx.c, C++'s operator
- * new and delete) interposed over whatever allocator lies underneath, a per-thread byte
- * countdown that samples allocations as a Poisson process over allocated
- * bytes (Go's runtime/mprof.go maths), and the live set of sampled blocks.
- * The `heap` and `allocs` profiles (profile/heap.c) read them through the
- * accessors at the end.
+ * The heap sampler: the malloc family (heap_interpose.c; and, in
+ * cxx_interpose.c, C++'s operator new and delete) interposed over whatever
+ * allocator lies underneath, a per-thread byte countdown that samples
+ * allocations as a Poisson process over allocated bytes (Go's
+ * runtime/mprof.go maths; heap_sampler.c), and the live set of sampled
+ * blocks (heap_live.c, whose header the heap files share). The `heap` and
+ * `allocs` profiles (profile/heap.c) read them through the accessors at
+ * the end.
  *
  * The pieces below the profiles are exposed so the unit tests can check the
  * sampling maths on their own.
  */
-#ifndef CPROF_HEAP_H
-#define CPROF_HEAP_H
+#ifndef CPROF_HEAP_SAMPLER_H
+#define CPROF_HEAP_SAMPLER_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/mem.h"
 #include "capture/agg.h"
+
+/* The interposers and everything they reach before a sample run
+ * uninstrumented: a sanitizer runtime allocates (through them) while it is
+ * still initialising, before its shadow memory exists. The heap sampler's
+ * files (heap_interpose.c, heap_sampler.c, heap_live.c) mark those
+ * functions with this. */
+#define CPROF__HEAP_NO_SAN \
+  __attribute__((no_sanitize("address", "thread", "undefined")))
+
+/* Every function that can stand between the application's call and
+ * cprof__heap_record lives in one section, so that the record can leave
+ * exactly those frames out of a sampled stack, however the compiler
+ * arranged the calls (a tail call at -O2, a frame of its own at -O0). */
+#define CPROF__ALLOC_TEXT __attribute__((section("cprof_alloc_text")))
 
 #define CPROF__HEAP_DEFAULT_RATE 524288
 /* From this rate up, sampled blocks are placed on page boundaries, where
- * free() recognises them by their address alone (heap.c). */
+ * free() recognises them by their address alone (heap_live.c). */
 #define CPROF__HEAP_ALIGN_MIN_RATE 65536
 
-/* Prepares the tables, reads CPROF_HEAP_RATE and registers the fork
- * handlers; idempotent and thread-safe. Normal context only. */
+/* Sets the whole heap sampler up: the interposers' part (their addresses
+ * for the encoder's tail-call frames, free()'s slow path, the fork
+ * handlers: heap_interpose.c), then the sampler's. Idempotent and
+ * thread-safe. Normal context only. */
 CPROF__HIDDEN void cprof__heap_init(void);
+
+/* The sampler's part: prepares the tables and reads CPROF_HEAP_RATE. What
+ * the sampler calls when it finds itself not set up (a program linked
+ * with the static library, whose heap_interpose.o brings its own
+ * constructor for the rest). Idempotent and thread-safe. */
+CPROF__HIDDEN void cprof__heap_sampler_init(void);
 
 /* One thread's sampling state: bytes left before the next sample, and the
  * state of its random generator (0 until the thread's first draw). */
@@ -102,11 +128,13 @@ CPROF__HIDDEN cprof__stack_id cprof__heap_unstripe(cprof__stack_id sid);
  * allocated or freed meanwhile may or may not be seen. */
 CPROF__HIDDEN void cprof__heap_foreach_live(
     void (*fn)(cprof__stack_id sid, size_t size, void *ctx), void *ctx);
-/* The sampling rate in bytes (0: off). */
+/* The sampling rate in bytes (0: off), kept in heap_live.c, where placing
+ * a sampled block depends on it; the exchange returns the previous one. */
 CPROF__HIDDEN long cprof__heap_rate(void);
+CPROF__HIDDEN long cprof__heap_rate_exchange(long rate);
 
 /*
- * For the C++ allocation functions (heap_cxx.c), which sample through this
+ * For the C++ allocation functions (cxx_interpose.c), which sample through this
  * module: same countdown, same placement, same records, same recognition of
  * a sampled block's free. All are NO_SAN like malloc.
  *
@@ -132,7 +160,6 @@ CPROF__HIDDEN extern __thread cprof__heap_sampler cprof__heap_tls CPROF__TLS;
 /* How many sampled blocks are tracked off a page boundary: while it is not
  * zero, every pointer may be a sampled block (as for free). */
 CPROF__HIDDEN extern _Atomic uint64_t *const cprof__heap_unaligned_count;
-#define CPROF__ALLOC_TEXT __attribute__((section("cprof_alloc_text")))
 CPROF__HIDDEN bool cprof__heap_take(size_t n);
 /* Whether the sampler is set up (before, nothing is sampled or charged
  * but by malloc's inline path). */
@@ -140,8 +167,45 @@ CPROF__HIDDEN bool cprof__heap_ready(void);
 CPROF__HIDDEN uint64_t cprof__heap_hold(void);
 CPROF__HIDDEN void cprof__heap_unhold(uint64_t countdown);
 CPROF__HIDDEN void *cprof__heap_place(size_t n, _Atomic uint64_t **meta);
+/* Records a sampled allocation of n bytes at p, the malloc family's as
+ * well. meta is the block's tracking word when placing it already tracked
+ * it (cprof__heap_place, cprof__heap_place_sampled); otherwise the block
+ * is added to the live set here. */
 CPROF__HIDDEN void cprof__heap_record(void *p, size_t n,
                                       _Atomic uint64_t *meta);
 CPROF__HIDDEN bool cprof__heap_release(void *p);
+
+/*
+ * For the malloc family (heap_interpose.c): the countdown's test, inline
+ * as malloc's own, and the setup's calls between the files.
+ */
+/* Set once the sampler is set up (cprof__heap_sampler_init). */
+CPROF__HIDDEN extern _Atomic bool cprof__heap_is_set_up;
+/* The countdown ran out (or was never drawn): reads the rate if it is not
+ * yet read, draws the next countdown, and says whether the allocation of
+ * n bytes is sampled. */
+CPROF__HIDDEN bool cprof__heap_countdown_expired(size_t n);
+
+/* Whether the calling thread's allocation of n bytes is sampled. The
+ * profiler's own allocations neither sample nor move the countdown. */
+CPROF__HEAP_NO_SAN static inline bool cprof__heap_should_sample(size_t n) {
+  /* Before set-up nothing is sampled, and nothing instrumented (the guard
+   * lives in mem.c) may run: see cprof__heap_countdown_expired(). */
+  if (CPROF__UNLIKELY(
+          !atomic_load_explicit(&cprof__heap_is_set_up, memory_order_acquire)))
+    return false;
+  if (cprof__guarded()) return false;
+  cprof__heap_sampler *s = &cprof__heap_tls;
+  if (CPROF__LIKELY(n < s->countdown)) {
+    s->countdown -= n;
+    return false;
+  }
+  return cprof__heap_countdown_expired(n);
+}
+
+/* Draws the calling thread a fresh seed and countdown: after a change of
+ * the rate, and in a fork child. */
+CPROF__HIDDEN void cprof__heap_reseed(void);
+
 
 #endif
