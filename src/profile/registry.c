@@ -29,10 +29,14 @@
 
 /* Every profile, in name order: adding one is a line here. */
 static const cprof__profile_def *const profiles[] = {
-    &cprof__allocs_profile,       &cprof__block_profile,
-    &cprof__cpu_profile,          &cprof__goroutine_profile,
-    &cprof__heap_profile,         &cprof__mutex_profile,
-    &cprof__threadcreate_profile, &cprof__wall_profile,
+    &cprof__allocs_profile,
+    &cprof__block_profile,
+    &cprof__cpu_profile,
+    &cprof__goroutine_profile,
+    &cprof__heap_profile,
+    &cprof__mutex_profile,
+    &cprof__threadcreate_profile,
+    &cprof__wall_profile,
 };
 
 /* Registered profiles (the custom ones, heap_peak): each registration
