@@ -10,6 +10,7 @@
 #include <stdio.h>
 
 #include "capture/agg.h"
+#include "capture/sample.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
 
@@ -46,6 +47,14 @@ __attribute__((noinline)) static void bottom(job j) {
       sink_ += cprof__stacktab_intern(pcs, m);
     }
     printf("walk + intern %zu frames (hit): %.1f ns\n", n, per_op(t0, ITERS));
+    /* The same through the one sample entry point every source calls
+     * (the thread's labels looked for too). */
+    const cprof__sample_at here = {.from = CPROF__SAMPLE_HERE};
+    t0 = cprof__mono_ns();
+    for (long i = 0; i < ITERS; i++)
+      sink_ += cprof__sample_stack(&here, CPROF__SAMPLE_LABELS);
+    printf("sample entry point, %zu frames (hit): %.1f ns\n", n,
+           per_op(t0, ITERS));
     t0 = cprof__mono_ns();
     for (long i = 0; i < ITERS; i++) sink_ += cprof__stacktab_intern(pcs, n);
     printf("intern %zu frames (hit): %.1f ns\n", n, per_op(t0, ITERS));

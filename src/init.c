@@ -51,7 +51,6 @@
 #include "capture/stacktab.h"
 #include "capture/tasksample.h"
 #include "profile/cpu.h"
-#include "profile/goroutine.h"
 #include "source/thread_sample.h"
 #include "profile/wall.h"
 #include "source/cpu_timer.h"

@@ -1,6 +1,6 @@
 /*
  * The `mutex` and `block` profiles, read from the contention source's
- * aggregation tables (source/contention.h): Go's debug=1 text and pprof,
+ * aggregation tables (source/lock_interpose.h): Go's debug=1 text and pprof,
  * delays in nanoseconds. Calls the source's accessors, capture/ and
  * encode/. Normal context only.
  */

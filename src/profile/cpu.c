@@ -1,5 +1,5 @@
 /*
- * The CPU profile: sessions of the CPU-time sampler (source/cpu.h) turned
+ * The CPU profile: sessions of the CPU-time sampler (source/cpu_timer.h) turned
  * into pprof, with each sample's thread name and id as labels; the public
  * cprof_cpu_start/stop, and the one-window profile the sinks ask for.
  * Calls the sampler's session functions, capture/ and encode/. Normal

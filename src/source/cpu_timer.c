@@ -1,5 +1,5 @@
 /*
- * The CPU profiler (cpu.h). Each thread gets its own timer on its own CPU
+ * The CPU profiler (cpu_timer.h). Each thread gets its own timer on its own CPU
  * clock (timer_create with SIGEV_THREAD_ID), so every thread is sampled in
  * proportion to the CPU time it used: a process-wide setitimer can have
  * only one SIGPROF pending and the kernel prefers the running thread, which

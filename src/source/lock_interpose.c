@@ -1,6 +1,6 @@
 /*
  * The pthread interposers that feed the mutex and block profiles
- * (contention.h; the profiles themselves are profile/contention.c). Each exported function shadows libc's, linked or
+ * (lock_interpose.h; the profiles themselves are profile/contention.c). Each exported function shadows libc's, linked or
  * preloaded, and calls the next definition (libc's, or a sanitizer's)
  * found once with dlsym(RTLD_NEXT) or dlvsym for versioned symbols. If a
  * lookup recurses (dlsym can allocate, and an allocator can lock), the

@@ -39,7 +39,7 @@ CPROF__HIDDEN void cprof__thread_scan_init(void);
 #define CPROF__SCAN_SETTLE_MS 20
 CPROF__HIDDEN uint64_t cprof__thread_scan_unseen(void);
 
-/* The CPU engine started (its listener, source/cpu.h): the scanner
+/* The CPU engine started (its listener, source/cpu_timer.h): the scanner
  * (started on first use, in each process) scans while it runs. */
 CPROF__HIDDEN void cprof__thread_scan_wake(void);
 
