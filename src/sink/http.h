@@ -123,11 +123,6 @@ CPROF__HIDDEN void cprof__http_fail(cprof__http_resp *resp, int status,
  * FormValue counts them); every other body is left unread. */
 CPROF__HIDDEN bool cprof__http_wants_body(const cprof__http_req *req);
 
-/* Constant-time check of an Authorization header value (len bytes, which
- * may include NULs) against "Bearer <token>". */
-CPROF__HIDDEN bool cprof__http_token_ok(const char *token,
-                                        const char *authorization,
-                                        size_t len);
 
 /* A test seam: how the handler finds a named profile (default
  * cprof__profile_find). Set it before starting a server, never while one

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/text.h"
+
 static int hexval(unsigned char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -317,4 +319,80 @@ bool cprof__host_is_loopback(const char *s, size_t len,
   struct in_addr a4;
   return inet_pton(AF_INET, name, &a4) == 1 &&
          (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/* True when the glen bytes at got are the token. Every byte of the token
+ * is compared whatever the input, and the whole value counts (a NUL inside
+ * it included), so the time taken says nothing about how much of it
+ * matched. */
+static bool token_eq(const char *token, const char *got, size_t glen) {
+  size_t wlen = strlen(token);
+  volatile unsigned char diff = glen != wlen;
+  for (size_t i = 0; i < wlen; i++)
+    diff |= (unsigned char)token[i] ^ (unsigned char)(i < glen ? got[i] : 0);
+  return diff == 0;
+}
+
+/* Decodes padded base64 (len a multiple of 4) into out (cap bytes);
+ * returns the bytes decoded, or -1 for anything else. */
+static long b64_decode(const char *in, size_t len, unsigned char *out,
+                       size_t cap) {
+  if (len == 0 || len % 4 || len / 4 * 3 > cap) return -1;
+  size_t n = 0;
+  for (size_t i = 0; i < len; i += 4) {
+    int v[4], pad = 0;
+    for (int k = 0; k < 4; k++) {
+      unsigned char c = (unsigned char)in[i + (size_t)k];
+      if (c == '=' && i + 4 == len && k >= 2) {
+        v[k] = 0;
+        pad++;
+      } else if (pad || (v[k] = cprof__base64_value(c)) < 0) {
+        return -1;
+      }
+    }
+    uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
+                 (uint32_t)v[2] << 6 | (uint32_t)v[3];
+    out[n++] = (unsigned char)(w >> 16);
+    if (pad < 2) out[n++] = (unsigned char)(w >> 8);
+    if (pad < 1) out[n++] = (unsigned char)w;
+  }
+  return (long)n;
+}
+
+/* Basic credentials longer than this are refused without decoding. */
+#define BASIC_MAX 768
+
+/* True when the len bytes at value start with scheme (case-insensitive,
+ * its space included); sets *got and *glen to what follows, spaces
+ * skipped. */
+static bool auth_scheme(const char *value, size_t len, const char *scheme,
+                        const char **got, size_t *glen) {
+  size_t n = strlen(scheme);
+  if (len < n || strncasecmp(value, scheme, n) != 0) return false;
+  *got = value + n;
+  *glen = len - n;
+  while (*glen && **got == ' ') ++*got, --*glen;
+  return true;
+}
+
+bool cprof__http_token_ok(const char *token, const char *authorization,
+                          size_t len) {
+  if (!token) return true;
+  if (!authorization) return false;
+  const char *got;
+  size_t glen;
+  if (auth_scheme(authorization, len, "Bearer ", &got, &glen))
+    return token_eq(token, got, glen);
+  /* HTTP Basic credentials, as go tool pprof sends a URL's user info
+   * (http://pprof:TOKEN@host/...): any user name, the token as password. */
+  if (auth_scheme(authorization, len, "Basic ", &got, &glen)) {
+    unsigned char plain[BASIC_MAX / 4 * 3];
+    long n = glen <= BASIC_MAX ? b64_decode(got, glen, plain, sizeof plain) : -1;
+    if (n < 0) return false;
+    const unsigned char *colon = memchr(plain, ':', (size_t)n);
+    if (!colon) return false;
+    size_t at = (size_t)(colon - plain) + 1;
+    return token_eq(token, (const char *)plain + at, (size_t)n - at);
+  }
+  return false;
 }

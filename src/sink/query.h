@@ -129,4 +129,12 @@ CPROF__HIDDEN bool cprof__is_form_type(const char *s, size_t len);
 CPROF__HIDDEN bool cprof__host_is_loopback(const char *s, size_t len,
                                            const char *listen_host);
 
+/* Constant-time check of an Authorization header value (len bytes, which
+ * may include NULs) against "Bearer <token>", or Basic credentials whose
+ * password is the token; true when token is NULL. Kept here with the other
+ * parsers of outside input, so that its fuzzer links no more than them. */
+CPROF__HIDDEN bool cprof__http_token_ok(const char *token,
+                                        const char *authorization,
+                                        size_t len);
+
 #endif
