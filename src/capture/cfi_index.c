@@ -155,18 +155,6 @@ static void publish(cprof__cfi_index *next) {
  * on threads it does not have. */
 static atomic_flag atfork_registered = ATOMIC_FLAG_INIT;
 
-CPROF__SIGNAL_SAFE const cprof__cfi_entry *cprof__cfi_index_lookup(
-    const cprof__cfi_index *idx, uintptr_t pc) {
-  if (!idx || idx->n == 0 || pc < idx->e[0].lo) return NULL;
-  size_t lo = 0, n = idx->n;
-  while (n > 1) {
-    size_t half = n / 2;
-    if (idx->e[lo + half].lo <= pc) lo += half;
-    n -= half;
-  }
-  return pc < idx->e[lo].hi ? &idx->e[lo] : NULL;
-}
-
 static void atfork_prepare(void) { lock_writer(); }
 
 static void atfork_parent(void) { unlock_writer(); }

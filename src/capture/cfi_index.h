@@ -147,9 +147,19 @@ struct cprof__cfi_index {
 };
 
 /* The entry whose executable span holds pc, or NULL (idx may be NULL):
- * cfi_find.c's search, which the refresh also uses to find an object in
- * the index it replaces. Signal-safe. */
-CPROF__HIDDEN const cprof__cfi_entry *cprof__cfi_index_lookup(
-    const cprof__cfi_index *idx, uintptr_t pc);
+ * the lookup's search (cfi_find.c), which the refresh also uses to find an
+ * object in the index it replaces. Inline, so that the walk's search for
+ * every frame makes no call. Signal-safe. */
+CPROF__SIGNAL_SAFE static inline const cprof__cfi_entry *
+cprof__cfi_index_lookup(const cprof__cfi_index *idx, uintptr_t pc) {
+  if (!idx || idx->n == 0 || pc < idx->e[0].lo) return NULL;
+  size_t lo = 0, n = idx->n;
+  while (n > 1) {
+    size_t half = n / 2;
+    if (idx->e[lo + half].lo <= pc) lo += half;
+    n -= half;
+  }
+  return pc < idx->e[lo].hi ? &idx->e[lo] : NULL;
+}
 
 #endif
