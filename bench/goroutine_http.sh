@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The goroutine profile over HTTP against Go's: requests per second at
 # concurrency 8 (wrk, 2 threads, 8 connections) on
-# /debug/pprof/goroutine?debug=1 and ?debug=2, cprof's C host
+# /debug/pprof/goroutine?debug=1 and ?debug=2 and the index page, cprof's C host
 # (bench/goroutine_host, N parked threads) and Go's net/http/pprof
 # (bench/goref, N parked goroutines) alternating in one run, with the
 # ratio cprof/Go; then the time one request takes with 1,000 threads (and
@@ -53,25 +53,26 @@ gport=
 if [ -n "$goref" ]; then start go "$goref" "$nthreads"; gport=$PORT; fi
 threads=$(ls /proc/"${pids[0]}"/task | wc -l)
 echo "goroutine_http: cprof host $threads threads; Go reference $nthreads parked goroutines${gport:+ ($(ls /proc/"${pids[1]}"/task | wc -l) threads)}"
-for d in 1 2; do
+for path in "goroutine?debug=1" "goroutine?debug=2" ""; do
+  name=${path:-(index)}
   c_sum=0 g_sum=0
   for r in $(seq "$rounds"); do
-    c=$(rate "http://127.0.0.1:$cport/debug/pprof/goroutine?debug=$d")
+    c=$(rate "http://127.0.0.1:$cport/debug/pprof/$path")
     c_sum=$(awk -v a="$c_sum" -v b="$c" 'BEGIN {print a + b}')
-    line="goroutine?debug=$d round $r: cprof $c req/s"
+    line="$name round $r: cprof $c req/s"
     if [ -n "$gport" ]; then
-      g=$(rate "http://127.0.0.1:$gport/debug/pprof/goroutine?debug=$d")
+      g=$(rate "http://127.0.0.1:$gport/debug/pprof/$path")
       g_sum=$(awk -v a="$g_sum" -v b="$g" 'BEGIN {print a + b}')
       line="$line, Go $g req/s"
     fi
     echo "goroutine_http: $line"
   done
   if [ -n "$gport" ]; then
-    awk -v d="$d" -v c="$c_sum" -v g="$g_sum" -v n="$rounds" 'BEGIN {
-      printf "goroutine_http: goroutine?debug=%s  cprof %.0f req/s  Go %.0f req/s  ratio %.2fx\n", d, c / n, g / n, g ? c / g : 0 }'
+    awk -v d="$name" -v c="$c_sum" -v g="$g_sum" -v n="$rounds" 'BEGIN {
+      printf "goroutine_http: %s  cprof %.0f req/s  Go %.0f req/s  ratio %.2fx\n", d, c / n, g / n, g ? c / g : 0 }'
   else
-    awk -v d="$d" -v c="$c_sum" -v n="$rounds" 'BEGIN {
-      printf "goroutine_http: goroutine?debug=%s  cprof %.0f req/s (no Go to compare)\n", d, c / n }'
+    awk -v d="$name" -v c="$c_sum" -v n="$rounds" 'BEGIN {
+      printf "goroutine_http: %s  cprof %.0f req/s (no Go to compare)\n", d, c / n }'
   fi
 done
 for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
