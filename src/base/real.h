@@ -1,8 +1,9 @@
 /*
- * The pthread, semaphore and sigaction functions underneath cprof: the next definition
- * after cprof's own interposers (libc's, or a sanitizer's interceptor),
- * found once with dlsym(RTLD_NEXT) or dlvsym and kept in one table. The
- * interposers (contention.c) chain to these, and cprof's own locks
+ * The pthread, semaphore and sigaction functions underneath cprof: the
+ * next definition after cprof's own interposers (libc's, or a sanitizer's
+ * interceptor), found once with dlsym(RTLD_NEXT) or dlvsym and kept in one
+ * table. The interposers (lock_interpose.c, sig_interpose.c) chain to
+ * these, and cprof's own locks
  * (lock.h) call them directly, so that a wait inside cprof never passes
  * through an interposer and never reaches the application's profiles.
  *
@@ -15,6 +16,7 @@
 #ifndef CPROF_REAL_H
 #define CPROF_REAL_H
 
+#include <errno.h>
 #include <stdatomic.h>
 
 #include "base/internal.h"
@@ -75,8 +77,12 @@ typedef int (*cprof__sigaction_fn)(int, const struct sigaction *,
                                    struct sigaction *);
 static inline int cprof__real_sigaction(int sig, const struct sigaction *act,
                                         struct sigaction *old) {
-  return ((cprof__sigaction_fn)cprof__real(CPROF__F_SIGACTION))(sig, act,
-                                                                 old);
+  void *f = cprof__real(CPROF__F_SIGACTION);
+  if (f == (void *)cprof__real_missing) {
+    errno = ENOSYS; /* as sigaction fails, not as a pthread function */
+    return -1;
+  }
+  return ((cprof__sigaction_fn)f)(sig, act, old);
 }
 
 /* Resolves every function now (the constructor calls it, so that later

@@ -37,7 +37,6 @@
 #define NSIG_MAX 65 /* signals 1..64 */
 #define MAX_OWNERS 4
 
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef __sighandler_t (*signal_fn)(int, __sighandler_t);
 typedef int (*sigignore_fn)(int);
 typedef int (*sigwait_fn)(const sigset_t *, int *);
@@ -46,9 +45,9 @@ typedef int (*sigtimedwait_fn)(const sigset_t *, siginfo_t *,
                                const struct timespec *);
 typedef int (*signalfd_fn)(int, const sigset_t *, int);
 
-static _Atomic(void *) next_fn[10];
+/* The interposed names whose next definition this file finds itself
+ * (sigaction's is base/real.h's, cprof's own dispositions use it too). */
 enum {
-  F_SIGACTION,
   F_SIGNAL,
   F_SIGSET,
   F_BSD_SIGNAL,
@@ -58,10 +57,12 @@ enum {
   F_SIGWAITINFO,
   F_SIGTIMEDWAIT,
   F_SIGNALFD,
+  F_COUNT,
 };
-static const char *const fn_names[] = {
-    "sigaction",   "signal",   "sigset",       "bsd_signal",   "sysv_signal",
-    "sigignore",   "sigwait",  "sigwaitinfo",  "sigtimedwait", "signalfd",
+static _Atomic(void *) next_fn[F_COUNT];
+static const char *const fn_names[F_COUNT] = {
+    "signal",  "sigset",      "bsd_signal",   "sysv_signal", "sigignore",
+    "sigwait", "sigwaitinfo", "sigtimedwait", "signalfd",
 };
 
 /* The next definition of an interposed name; NULL (errno ENOSYS) when
@@ -77,11 +78,6 @@ static void *next(int which) {
     atomic_store_explicit(&next_fn[which], fn, memory_order_release);
   }
   return fn;
-}
-
-static int real_sigaction(int sig, const struct sigaction *act,
-                          struct sigaction *old) {
-  return cprof__real_sigaction(sig, act, old);
 }
 
 CPROF__SIGNAL_SAFE static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
@@ -172,7 +168,7 @@ static void onstack_masks(int sig, bool remove) {
       continue;
     if (remove && !(added[s] & bit(sig))) continue;
     struct sigaction cur;
-    if (real_sigaction(s, NULL, &cur) != 0) continue;
+    if (cprof__real_sigaction(s, NULL, &cur) != 0) continue;
     if (remove) {
       added[s] &= ~bit(sig);
       if (!sigismember(&cur.sa_mask, sig)) continue;
@@ -184,7 +180,7 @@ static void onstack_masks(int sig, bool remove) {
       sigaddset(&cur.sa_mask, sig);
       added[s] |= bit(sig);
     }
-    real_sigaction(s, &cur, NULL);
+    cprof__real_sigaction(s, &cur, NULL);
   }
 }
 
@@ -192,7 +188,7 @@ static void onstack_masks(int sig, bool remove) {
  * waited for; sig_lock held. Fills *was with what it has. */
 static bool free_signal(int sig, struct sigaction *was) {
   if (!valid(sig) || (bit(sig) & (owned_set() | wanted))) return false;
-  if (real_sigaction(sig, NULL, was) != 0) return false;
+  if (cprof__real_sigaction(sig, NULL, was) != 0) return false;
   return was->sa_handler == SIG_DFL && !(was->sa_flags & SA_SIGINFO);
 }
 
@@ -206,7 +202,7 @@ static bool install(cprof__sigown *o, int sig, const struct sigaction *was) {
     sigfillset(&sa.sa_mask);
   else
     sigemptyset(&sa.sa_mask);
-  if (real_sigaction(sig, &sa, NULL) != 0) return false;
+  if (cprof__real_sigaction(sig, &sa, NULL) != 0) return false;
   found[sig] = *was;
   added[sig] = 0;
   atomic_store(&o->signo, sig);
@@ -252,7 +248,7 @@ int cprof__sig_claim(cprof__sigown *o) {
   int sig = atomic_load(&o->signo);
   if (sig) {
     struct sigaction cur;
-    if (real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o)) {
+    if (cprof__real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o)) {
       unlock();
       return sig;
     }
@@ -281,15 +277,15 @@ int cprof__sig_move(cprof__sigown *o) {
 void cprof__sig_drop(cprof__sigown *o, int sig) {
   if (!valid(sig) || !lock()) return;
   struct sigaction cur;
-  if (real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o)) {
+  if (cprof__real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o)) {
     /* Ignoring a signal discards its pending instances in every thread,
      * blocked or not: none of cprof's can reach what comes next. */
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
     sigemptyset(&ign.sa_mask);
-    real_sigaction(sig, &ign, NULL);
-    real_sigaction(sig, &found[sig], NULL);
+    cprof__real_sigaction(sig, &ign, NULL);
+    cprof__real_sigaction(sig, &found[sig], NULL);
   }
   atomic_compare_exchange_strong(&o->signo, &sig, 0);
   onstack_masks(sig, true);
@@ -306,7 +302,8 @@ void cprof__sig_forget(cprof__sigown *o, int sig) {
 bool cprof__sig_still_ours(const cprof__sigown *o) {
   int sig = atomic_load(&o->signo);
   struct sigaction cur;
-  return sig && real_sigaction(sig, NULL, &cur) == 0 && is_mine(&cur, o);
+  return sig && cprof__real_sigaction(sig, NULL, &cur) == 0 &&
+         is_mine(&cur, o);
 }
 
 CPROF__SIGNAL_SAFE void cprof__sig_forward(int sig, const siginfo_t *si) {
@@ -388,10 +385,9 @@ int cprof__sig_set_own(int sig, const struct sigaction *act,
 
 static int sigaction_call(int sig, const struct sigaction *act,
                           struct sigaction *old) {
-  cprof__sigaction_fn fn = cprof__real_sigaction;
-  if (!valid(sig)) return fn(sig, act, old);
+  if (!valid(sig)) return cprof__real_sigaction(sig, act, old);
   if (act) program_takes(sig);
-  if (!lock()) return fn(sig, act, old);
+  if (!lock()) return cprof__real_sigaction(sig, act, old);
   cprof__sigown *o = owner_of(sig);
   if (o && !act) {
     /* Still owned (a query): what the program left there. */
@@ -411,7 +407,7 @@ static int sigaction_call(int sig, const struct sigaction *act,
       }
     act = &copy;
   }
-  int rc = fn(sig, act, old);
+  int rc = cprof__real_sigaction(sig, act, old);
   if (rc == 0) {
     if (old)
       for (int s = 1; s < NSIG_MAX; s++)
