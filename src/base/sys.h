@@ -92,4 +92,9 @@ CPROF__SYS_INLINE void cprof__sys_unmap(void *p, size_t len) {
 #endif
 }
 
+/* The calling thread's id, without libc or errno: for handlers. */
+CPROF__SYS_INLINE pid_t cprof__sys_gettid(void) {
+  return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0);
+}
+
 #endif

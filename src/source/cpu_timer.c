@@ -109,7 +109,6 @@ static void engine_started(void) {
   if (fn) fn();
 }
 
-CPROF__SIGNAL_SAFE static pid_t current_tid(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /* engine_lock's holder (a tid), so that a fork from a handler that
  * interrupted the holder does not wait on it (fork_prepare). */
@@ -117,7 +116,7 @@ static _Atomic pid_t engine_holder;
 
 static void engine_take(void) {
   cprof__lock(&engine_lock);
-  atomic_store(&engine_holder, current_tid());
+  atomic_store(&engine_holder, cprof__sys_gettid());
 }
 
 static void engine_give(void) {
@@ -133,7 +132,7 @@ CPROF__SIGNAL_SAFE __attribute__((noinline)) static void take_sample(const sigin
   cprof__stack_id sid = cprof__sample_stack(&at, CPROF__SAMPLE_LABELS);
   int64_t weight = 1 + (si->si_overrun > 0 ? si->si_overrun : 0);
   const int64_t vals[2] = {weight, weight * period_ns};
-  uint32_t tid = (uint32_t)current_tid();
+  uint32_t tid = (uint32_t)cprof__sys_gettid();
   for (int i = 0; i < CPROF__CPU_SESSIONS; i++) {
     cprof__cpu_session *s = atomic_load(&sessions[i]);
     if (s && !cprof__agg_add(s->agg, sid, tid, vals))
@@ -271,7 +270,7 @@ static void arm_existing_threads(void) {
   size_t n;
   if (!timers_allowed()) return;
   if (cprof__proc_tids(&tids, &n) != 0) {
-    arm_thread(current_tid());
+    arm_thread(cprof__sys_gettid());
     return;
   }
   for (size_t i = 0; i < n; i++) arm_thread(tids[i]);
@@ -335,7 +334,7 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
  * taken mid-change by a thread that is not there. */
 static bool fork_took;
 static void fork_prepare(void) {
-  fork_took = atomic_load(&engine_holder) != current_tid();
+  fork_took = atomic_load(&engine_holder) != cprof__sys_gettid();
   if (fork_took) engine_take();
 }
 
@@ -375,7 +374,7 @@ static void child_after_fork(void) {
   if (kept && atomic_load(&engine_hz) != 0) {
     /* The scanner first: starting it is cprof's work, not the child's. */
     engine_started();
-    arm_thread(current_tid());
+    arm_thread(cprof__sys_gettid());
   } else {
     atomic_store(&engine_hz, 0);
     int sig = atomic_load(&cpu_signal.signo);
@@ -610,13 +609,13 @@ int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 void cprof__cpu_thread_started(void) {
   if (atomic_load(&engine_hz) == 0) return;
   engine_take();
-  if (atomic_load(&engine_hz) != 0 && timers_allowed()) arm_thread(current_tid());
+  if (atomic_load(&engine_hz) != 0 && timers_allowed()) arm_thread(cprof__sys_gettid());
   engine_give();
 }
 
 void cprof__cpu_thread_exiting(void) {
   if (atomic_load(&engine_hz) == 0) return;
-  pid_t tid = current_tid();
+  pid_t tid = cprof__sys_gettid();
   engine_take();
   for (size_t i = 0; i < ntimers; i++) {
     if (timers[i].tid == tid) {

@@ -80,7 +80,6 @@ static void *next(int which) {
   return fn;
 }
 
-CPROF__SIGNAL_SAFE static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /* The lock and what it guards. */
 static _Atomic pid_t lock_holder;
@@ -96,7 +95,7 @@ static unsigned long long wanted;
 /* False when this thread already holds the lock (a handler of the
  * program's, run inside cprof's own call here). */
 static bool lock(void) {
-  pid_t self = gettid_raw();
+  pid_t self = cprof__sys_gettid();
   for (;;) {
     pid_t none = 0;
     if (atomic_compare_exchange_weak(&lock_holder, &none, self)) return true;
@@ -311,7 +310,7 @@ CPROF__SIGNAL_SAFE void cprof__sig_forward(int sig, const siginfo_t *si) {
   cprof__sig_default(sig);
   siginfo_t copy = *si;
   cprof__sys4(SYS_rt_tgsigqueueinfo, cprof__sys4(SYS_getpid, 0, 0, 0, 0),
-              gettid_raw(), sig, (long)&copy);
+              cprof__sys_gettid(), sig, (long)&copy);
   errno = saved;
 }
 

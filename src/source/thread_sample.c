@@ -142,7 +142,6 @@ CPROF__DISTINCT void cprof_thread_not_dumpable(void) {
   __asm__ volatile("nop; nop" ::: "memory");
 }
 
-CPROF__SIGNAL_SAFE static pid_t gettid_raw(void) { return (pid_t)cprof__sys4(SYS_gettid, 0, 0, 0, 0); }
 
 /* Whether the signal being handled interrupted a system call that now
  * returns EINTR: the interrupted pc follows a `syscall` instruction and
@@ -169,7 +168,7 @@ CPROF__SIGNAL_SAFE static void on_signal(int sig, siginfo_t *si, void *uc) {
     errno = saved_errno;
     return;
   }
-  pid_t self = gettid_raw();
+  pid_t self = cprof__sys_gettid();
   for (size_t i = 0; i < SLOTS; i++) {
     struct slot *s = &slots[i];
     uint64_t w = atomic_load(&s->word);
@@ -710,7 +709,7 @@ static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   c.calls = cprof__calloc(1, sizeof *c.calls);
   c.starts = cprof__calloc(START_MEMO, sizeof *c.starts);
   int err = c.dirfd < 0 ? CPROF_ESYS : list_threads(&tids, &ntids);
-  pid_t self = gettid_raw();
+  pid_t self = cprof__sys_gettid();
   for (size_t i = 0; !err && i < ntids; i++)
     err = one_thread(&c, tids[i], self);
   if (!err && c.npending) err = ask_pending(&c);
