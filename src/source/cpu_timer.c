@@ -609,7 +609,8 @@ int cprof__cpu_engine_hz(void) { return atomic_load(&engine_hz); }
 void cprof__cpu_thread_started(void) {
   if (atomic_load(&engine_hz) == 0) return;
   engine_take();
-  if (atomic_load(&engine_hz) != 0 && timers_allowed()) arm_thread(cprof__sys_gettid());
+  if (atomic_load(&engine_hz) != 0 && timers_allowed())
+    arm_thread(cprof__sys_gettid());
   engine_give();
 }
 
