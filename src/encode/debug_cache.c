@@ -284,7 +284,9 @@ static void evict(int d, const char *keep) {
   struct dirent *de;
   while (e && n < MAX_ENTRIES && (de = readdir(dir)) != NULL) {
     size_t l = strlen(de->d_name);
-    if (l < 7 || strcmp(de->d_name + l - 6, ".debug") != 0) continue;
+    if (l < 5 || (strcmp(de->d_name + l - 4, ".sym") != 0 &&
+                  (l < 7 || strcmp(de->d_name + l - 6, ".debug") != 0)))
+      continue;
     struct stat st;
     if (fstatat(d, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         !S_ISREG(st.st_mode) || st.st_uid != geteuid())
@@ -324,23 +326,11 @@ static int open_entry(int d, const char *name, struct stat *st) {
   return fd;
 }
 
-/* Writes the entry name from the file open at src (status sst): 1 written,
- * 0 nothing to write (not compressed), -1 not written. */
-static int write_entry(int d, const char *name, int src,
-                       const struct stat *sst, const unsigned char *bits,
-                       int n) {
-  if (sst->st_size <= 0 || (unsigned long long)sst->st_size > cache_max)
-    return -1;
-  size_t len = (size_t)sst->st_size;
-  void *image = mmap(NULL, len, PROT_READ, MAP_PRIVATE, src, 0);
-  if (image == MAP_FAILED) return -1;
-  int rc = cprof__debug_cache_inflate(image, len, -1, cache_max);
-  if (rc != 1) {
-    munmap(image, len);
-    return rc;
-  }
-  char tmp[2 * 64 + 16];
-  entry_name(tmp, sizeof tmp, bits, n, ".tmp");
+/* Creates the temporary file for entry name under d: -1 when another
+ * process is writing it (one that died has its file taken over after
+ * STALE_SECONDS). tmp gets its name. */
+static int create_temporary(int d, const char *name, char *tmp, size_t cap) {
+  if ((size_t)snprintf(tmp, cap, "%s.tmp", name) >= cap) return -1;
   int out = -1;
   for (int attempt = 0; out < 0 && attempt < 2; attempt++) {
     out = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -353,6 +343,25 @@ static int write_entry(int d, const char *name, int src,
     else if (out < 0)
       break; /* another process is writing it */
   }
+  return out;
+}
+
+/* Writes the entry name from the file open at src (status sst): 1 written,
+ * 0 nothing to write (not compressed), -1 not written. */
+static int write_entry(int d, const char *name, int src,
+                       const struct stat *sst) {
+  if (sst->st_size <= 0 || (unsigned long long)sst->st_size > cache_max)
+    return -1;
+  size_t len = (size_t)sst->st_size;
+  void *image = mmap(NULL, len, PROT_READ, MAP_PRIVATE, src, 0);
+  if (image == MAP_FAILED) return -1;
+  int rc = cprof__debug_cache_inflate(image, len, -1, cache_max);
+  if (rc != 1) {
+    munmap(image, len);
+    return rc;
+  }
+  char tmp[2 * 64 + 32];
+  int out = create_temporary(d, name, tmp, sizeof tmp);
   if (out < 0) {
     munmap(image, len);
     return -1;
@@ -376,7 +385,7 @@ int cprof__debug_cache_open(int fd, const struct stat *st,
   int d = open_dir();
   if (d < 0) return -1;
   int c = open_entry(d, name, out_st);
-  if (c < 0 && write_entry(d, name, fd, st, bits, n) == 1)
+  if (c < 0 && write_entry(d, name, fd, st) == 1)
     c = open_entry(d, name, out_st);
   close(d);
   if (c >= 0 &&
@@ -395,5 +404,69 @@ void cprof__debug_cache_drop(const unsigned char *bits, int n) {
   int d = open_dir();
   if (d < 0) return;
   (void)unlinkat(d, name, 0);
+  close(d);
+}
+
+bool cprof__debug_cache_on(void) {
+  cprof__debug_cache_env_init();
+  return cache_on;
+}
+
+/* An entry's name: hex digits, a dot and a short suffix, nothing else. */
+static bool entry_name_ok(const char *name) {
+  size_t n = strlen(name), digits = strspn(name, "0123456789abcdef");
+  return n < 2 * 64 + 16 && digits >= 2 && name[digits] == '.' &&
+         strspn(name + digits + 1, "abcdefghijklmnopqrstuvwxyz") ==
+             n - digits - 1;
+}
+
+bool cprof__debug_cache_read(const char *name, size_t max, cprof_buf *out) {
+  out->len = 0;
+  if (!cprof__debug_cache_on() || !entry_name_ok(name)) return false;
+  int d = open_dir();
+  if (d < 0) return false;
+  struct stat st;
+  int fd = open_entry(d, name, &st);
+  close(d);
+  if (fd < 0) return false;
+  bool ok = (unsigned long long)st.st_size <= max;
+  size_t len = ok ? (size_t)st.st_size : 0;
+  if (ok && out->cap < len) {
+    unsigned char *p = cprof__realloc(out->data, len);
+    ok = p != NULL;
+    if (ok) {
+      out->data = p;
+      out->cap = len;
+    }
+  }
+  while (ok && out->len < len) {
+    ssize_t r = pread(fd, out->data + out->len, len - out->len,
+                      (off_t)out->len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) ok = false;
+    else out->len += (size_t)r;
+  }
+  close(fd);
+  if (!ok) out->len = 0;
+  return ok;
+}
+
+void cprof__debug_cache_write(const char *name, const void *data,
+                              size_t len) {
+  if (!cprof__debug_cache_on() || !entry_name_ok(name) ||
+      (unsigned long long)len > cache_max)
+    return;
+  int d = open_dir();
+  if (d < 0) return;
+  char tmp[2 * 64 + 32];
+  int out = create_temporary(d, name, tmp, sizeof tmp);
+  if (out >= 0) {
+    bool ok = write_at(out, data, len, 0);
+    if (close(out) != 0) ok = false;
+    if (ok && renameat(d, tmp, d, name) == 0)
+      evict(d, name);
+    else
+      (void)unlinkat(d, tmp, 0);
+  }
   close(d);
 }

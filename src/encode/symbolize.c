@@ -51,6 +51,7 @@
 #include "capture/stack.h"
 #include "encode/perfmap.h"
 #include "encode/symbolize.h"
+#include "encode/symcache.h"
 #include "encode/vdso.h"
 #include "base/lock.h"
 #include "base/spin.h"
@@ -143,6 +144,7 @@ static struct {
   struct module_syms *modsyms; /* a list, one per module looked up */
   cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
   struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
+  struct sym_object *objects;  /* the symbol cache's, one per build ID */
   /* An image resolved offline (cprof__sym_scan_image): "memory" is read
    * from its loadable segments, never from the process. */
   const unsigned char *image;
@@ -244,9 +246,51 @@ typedef struct watched_file {
 
 static watched_file *watched; /* the session's files; under the lock */
 
+/*
+ * The symbol cache (symcache.h; docs/symbols.md): for each object with a
+ * build ID, the results of earlier processes and runs, read from the debug
+ * cache's directory the first time one of its addresses is looked up, and
+ * the results found here since, written back by cprof__sym_save. An
+ * address found there is named without libdw ever reading the object's
+ * debug information (which is most of what a short program's exit dump
+ * used to cost). Entries are used only while their stamp holds: cprof's
+ * own build and the demangler's presence are the same, and so is every
+ * file the search for the object's debug information looked at (the
+ * object's file, each candidate debug file, present or absent).
+ */
+typedef struct sym_object {
+  struct sym_object *next;
+  const char *build_id; /* hex, in the arena */
+  bool tried;           /* its entry was read (or found missing, or bad) */
+  bool have_view;       /* ... and is usable: view is over file */
+  cprof_buf file;
+  cprof__symcache_view view;
+  bool searched;   /* its debug information was looked for in this session */
+  cprof_buf files; /* stamp records of what that search looked at */
+  bool bad;        /* ... which could not all be kept */
+  cprof__symcache_add *adds; /* results new since the last save */
+  size_t nadds, adds_cap;
+} sym_object;
+
+static void object_free(sym_object *o) {
+  cprof_buf_free(&o->file);
+  cprof_buf_free(&o->files);
+  cprof__free(o->adds);
+}
+
+/* The object whose debug information is being looked for: every path
+ * tried goes into its stamp. */
+static sym_object *recording;
+
+static void record_path(const char *path) {
+  if (cprof__symcache_stamp_file(&recording->files, path) != 0)
+    recording->bad = true; /* an incomplete stamp: never written */
+}
+
 /* Opens path for reading, as above: -1 unless it is a regular file, with
  * *st its status. */
 static int open_regular(const char *path, bool nofollow, struct stat *st) {
+  if (recording) record_path(path);
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
                           (nofollow ? O_NOFOLLOW : 0));
   if (fd < 0) return -1;
@@ -504,14 +548,40 @@ static int find_altfile(Dwfl_Module *mod, const char *file_name,
   return fd;
 }
 
+static struct sym_object *object_of_module(Dwfl_Module *mod);
+static int search_debuginfo(Dwfl_Module *mod, const char *file_name,
+                            const char *debuglink_file,
+                            GElf_Word debuglink_crc,
+                            char **debuginfo_file_name);
+
 static int find_debuginfo(Dwfl_Module *mod, void **userdata,
                           const char *modname, GElf_Addr base,
                           const char *file_name, const char *debuglink_file,
                           GElf_Word debuglink_crc,
                           char **debuginfo_file_name) {
   (void)userdata;
-  (void)modname;
   (void)base;
+  /* What is looked at is the object's symbol cache stamp: its own file
+   * first, then every place tried, also for a dwz alternate file. */
+  recording = object_of_module(mod);
+  const char *own_path = file_name && file_name[0] == '/' ? file_name
+                         : modname && modname[0] == '/' ? modname
+                                                         : NULL;
+  if (recording && !recording->searched) {
+    recording->files.len = 0;
+    if (own_path) record_path(own_path);
+    recording->searched = own_path != NULL;
+  }
+  int fd = search_debuginfo(mod, file_name, debuglink_file, debuglink_crc,
+                            debuginfo_file_name);
+  recording = NULL;
+  return fd;
+}
+
+static int search_debuginfo(Dwfl_Module *mod, const char *file_name,
+                            const char *debuglink_file,
+                            GElf_Word debuglink_crc,
+                            char **debuginfo_file_name) {
   /* libdw asks again for a dwz alternate file, naming it as the link; the
    * object's own link tells the two requests apart. */
   GElf_Addr bias;
@@ -739,6 +809,8 @@ static void drop_state(void) {
     cprof__guard_exit();
     S.dwfl = NULL;
   }
+  for (sym_object *o = S.objects; o; o = o->next) object_free(o);
+  S.objects = NULL;
   cprof__hmap_free(&S.cache);
   cprof__hmap_free(&S.strings);
   arena_free();
@@ -1916,6 +1988,149 @@ static int mapping_of(uintptr_t pc) {
   return -1;
 }
 
+/* The tag of the symbol cache's stamps, or NULL when there is no cache
+ * (off, no session, an image resolved offline, cprof's own object without
+ * a build ID). */
+static const char *cache_tag(void) {
+  static char tag[2 * 64 + 64];
+  if (!S.dwfl || S.image || !cprof__debug_cache_on()) return NULL;
+  const uintptr_t self = (uintptr_t)cprof__sym_lookup;
+  for (size_t i = 0; i < S.nmaps; i++) {
+    const cprof__sym_mapping *m = &S.maps[i];
+    if (self < m->start || self >= m->limit) continue;
+    if (!m->build_id[0]) return NULL;
+    snprintf(tag, sizeof tag, "cprof symbols 1 %s%s", m->build_id,
+             S.demangle ? " demangled" : "");
+    return tag;
+  }
+  return NULL;
+}
+
+static sym_object *object_named(const char *build_id) {
+  for (sym_object *o = S.objects; o; o = o->next)
+    if (strcmp(o->build_id, build_id) == 0) return o;
+  sym_object *o = arena_alloc(sizeof *o);
+  const char *id = o ? intern(build_id) : NULL;
+  if (!id) return NULL;
+  *o = (sym_object){.next = S.objects, .build_id = id};
+  S.objects = o;
+  return o;
+}
+
+static sym_object *object_of_module(Dwfl_Module *mod) {
+  const unsigned char *bits;
+  GElf_Addr vaddr;
+  int n = libdw.dwfl_module_build_id(mod, &bits, &vaddr);
+  if (n <= 0 || n > 64) return NULL;
+  char hex[2 * 64 + 1];
+  for (int j = 0; j < n; j++) snprintf(hex + 2 * j, 3, "%02x", bits[j]);
+  return object_named(hex);
+}
+
+/* The entry's name in the cache directory. */
+static void entry_name(const sym_object *o, char *out, size_t cap) {
+  snprintf(out, cap, "%s.sym", o->build_id);
+}
+
+/* The most bytes an entry may have (64 K addresses of a few frames). */
+#define CACHE_ENTRY_MAX ((size_t)64 << 20)
+
+/* The symbol cache's object for pc's mapping, its entry read on first
+ * use; NULL when the mapping's addresses are not cached (anonymous or
+ * without a build ID). */
+static sym_object *cache_object(int mapping, const char *tag) {
+  if (mapping < 0 || !tag) return NULL;
+  const cprof__sym_mapping *m = &S.maps[mapping];
+  if (m->anon || m->path[0] != '/' || !m->build_id[0]) return NULL;
+  sym_object *o = object_named(m->build_id);
+  if (!o || o->tried) return o;
+  o->tried = true;
+  char name[2 * 64 + 8];
+  entry_name(o, name, sizeof name);
+  o->have_view =
+      cprof__debug_cache_read(name, CACHE_ENTRY_MAX, &o->file) &&
+      cprof__symcache_parse(o->file.data, o->file.len, &o->view) &&
+      cprof__symcache_stamp_holds(o->view.stamp, o->view.stamp_len, tag);
+  return o;
+}
+
+/* Fills r from o's entry; false when it has no result for off. */
+static bool cached_result(sym_object *o, uint64_t off, uintptr_t pc,
+                          cprof__sym_result *r) {
+  cprof__sym_frame got[CPROF__SYM_MAX_FRAMES];
+  if (!o->have_view || !cprof__symcache_find(&o->view, off, pc, r, got))
+    return false;
+  cprof__sym_frame *frames =
+      arena_alloc((size_t)(r->nframes ? r->nframes : 1) * sizeof *frames);
+  if (!frames) return false;
+  for (int i = 0; i < r->nframes; i++) {
+    frames[i] = got[i];
+    frames[i].name = intern(got[i].name);
+    frames[i].system_name = intern(got[i].system_name);
+    frames[i].file = intern(got[i].file);
+    if (!frames[i].name || !frames[i].system_name || !frames[i].file)
+      return false;
+  }
+  r->frames = frames;
+  return true;
+}
+
+/* Keeps r, found by libdw, for the next save, with a stamp that says what
+ * it came from: what the search for the object's debug information looked
+ * at in this session, or, when libdw never searched (its own file holds
+ * its DWARF), the object's file. */
+static void note_result(sym_object *o, int mapping, uint64_t off,
+                        uintptr_t pc, const cprof__sym_result *r) {
+  if (!o->searched && o->files.len == 0 && r->nframes > 0) {
+    /* libdw found the object's debug information in its own file (or
+     * none) without asking where to look: the object's file is all the
+     * results came from. */
+    recording = o;
+    record_path(S.maps[mapping].path);
+    recording = NULL;
+    o->searched = o->files.len > 0;
+  }
+  if (!o->searched || o->bad || o->nadds >= CPROF__SYMCACHE_MAX) return;
+  if (o->nadds == o->adds_cap) {
+    size_t cap = o->adds_cap ? 2 * o->adds_cap : 64;
+    cprof__symcache_add *a = cprof__realloc(o->adds, cap * sizeof *a);
+    if (!a) return;
+    o->adds = a;
+    o->adds_cap = cap;
+  }
+  o->adds[o->nadds++] = (cprof__symcache_add){off, pc, r};
+}
+
+void cprof__sym_save(void) {
+  const char *tag = cache_tag();
+  cprof__guard_enter();
+  for (sym_object *o = S.objects; tag && o; o = o->next) {
+    if (o->nadds == 0 || !o->searched || o->bad) continue;
+    cprof_buf stamp = {0}, out = {0};
+    int err = cprof__symcache_stamp_begin(&stamp, tag);
+    if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
+      err = CPROF_ENOMEM;
+    if (!err)
+      err = cprof__symcache_write(o->have_view ? &o->view : NULL, o->adds,
+                                  o->nadds, stamp.data, stamp.len, &out);
+    if (!err) {
+      char name[2 * 64 + 8];
+      entry_name(o, name, sizeof name);
+      cprof__debug_cache_write(name, out.data, out.len);
+      /* What was written is what the next save adds to. */
+      cprof_buf_free(&o->file);
+      o->file = out;
+      out = (cprof_buf){0};
+      o->have_view =
+          cprof__symcache_parse(o->file.data, o->file.len, &o->view);
+    }
+    o->nadds = 0;
+    cprof_buf_free(&stamp);
+    cprof_buf_free(&out);
+  }
+  cprof__guard_exit();
+}
+
 const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   /* One slot per synthetic pc, so results for different ones coexist. */
   static cprof__sym_result synthetic[CPROF__PC_SYNTHETIC_MAX + 1];
@@ -1941,9 +2156,16 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   memset(r, 0, sizeof *r);
   r->mapping = mapping_of(pc);
   cprof__guard_enter();
-  resolve(r, loader_address(r->mapping, pc));
-  if (r->nframes == 0 && (r->mapping < 0 || S.maps[r->mapping].anon))
-    resolve_jit(r, pc);
+  uintptr_t at = loader_address(r->mapping, pc);
+  sym_object *o = at == pc ? cache_object(r->mapping, cache_tag()) : NULL;
+  uint64_t off =
+      o ? pc - S.maps[r->mapping].start + S.maps[r->mapping].offset : 0;
+  if (!o || !cached_result(o, off, pc, r)) {
+    resolve(r, at);
+    if (r->nframes == 0 && (r->mapping < 0 || S.maps[r->mapping].anon))
+      resolve_jit(r, pc);
+    if (o) note_result(o, r->mapping, off, pc, r);
+  }
   cprof__guard_exit();
   cprof__hmap_put(&S.cache, pc, (uint64_t)(uintptr_t)r);
   return r;

@@ -94,6 +94,12 @@ CPROF__HIDDEN const cprof__sym_mapping *cprof__sym_mapping_at(size_t i);
  * until the next refresh. Synthetic pcs get their own names and mapping -1. */
 CPROF__HIDDEN const cprof__sym_result *cprof__sym_lookup(uintptr_t pc);
 
+/* Writes what lookups found since the last save to the symbol cache
+ * (docs/symbols.md), for the objects with a build ID: later processes and
+ * runs name those addresses without reading debug information. Call with
+ * the lock held, after a batch of lookups (a profile written). */
+CPROF__HIDDEN void cprof__sym_save(void);
+
 /* The function the instruction ending at pc (a call site, return address
  * - 1) calls, when that instruction is a direct call: call rel32, to the
  * function or to its PLT stub (followed to what the stub's GOT slot holds

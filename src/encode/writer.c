@@ -437,6 +437,7 @@ int cprof__prof_end(cprof__prof *p) {
     };
     cprof__pprof_add_mapping(p->enc, &m);
   }
+  cprof__sym_save();
   cprof__sym_unlock();
   int err = cprof__pprof_finish(p->enc);
   if (!err) err = p->err;
@@ -466,7 +467,10 @@ void cprof__text_begin_calls(void) {
   text_first_is_call = true;
 }
 
-void cprof__text_end(void) { cprof__sym_unlock(); }
+void cprof__text_end(void) {
+  cprof__sym_save();
+  cprof__sym_unlock();
+}
 
 int cprof__text_stack(cprof_buf *out, const uintptr_t *pcs, size_t npcs) {
   cprof__labels_strip(pcs, &npcs); /* Go's text has no labels here */

@@ -714,6 +714,7 @@ static void warm_symbols(void) {
       if (cprof__hmap_put(&seen, pcs[j], 1) != 0) break;
       cprof__sym_lookup(pcs[j]);
     }
+    cprof__sym_save();
     cprof__sym_unlock();
   }
   cprof__hmap_free(&seen);

@@ -1,0 +1,359 @@
+/*
+ * The symbol cache's entry format (symcache.h). All integers are
+ * little-endian, as the machine writes them (x86-64):
+ *
+ *   header   8-byte magic, then u32 stamp_len, nentries, nframes,
+ *            strings_len
+ *   stamp    stamp_len bytes, padded to 8
+ *   entries  nentries x 24 bytes: u64 offset (nonzero, increasing),
+ *            u32 first frame, u16 frames, u8 flags, u8 zero, i32
+ *            declaration line, u32 zero
+ *   frames   nframes x 24 bytes: u32 name, system name and file (string
+ *            offsets), i32 line, i64 function start - pc (INT64_MIN: none)
+ *   strings  strings_len bytes of NUL-terminated strings; "" at 0
+ *
+ * A stamp is records of u8 kind (1 tag, 2 file), u16 length and that many
+ * bytes of text; a file record goes on with u8 present and, when present,
+ * five u64: device, inode, size, modification seconds and nanoseconds.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/hmap.h"
+#include "base/mem.h"
+#include "encode/symcache.h"
+
+static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 1};
+enum { HDR = 24, ENTRY = 24, FRAME = 24 };
+enum { F_LINE = 1, F_INLINE = 2, F_FUNCTION = 4, F_ALL = 7 };
+enum { ST_TAG = 1, ST_FILE = 2 };
+#define NO_START INT64_MIN
+
+typedef struct entry {
+  uint64_t off;
+  uint32_t frame0;
+  uint16_t nframes;
+  uint8_t flags, zero;
+  int32_t decl_line;
+  uint32_t zero2;
+} entry;
+
+typedef struct frame {
+  uint32_t name, sysname, file;
+  int32_t line;
+  int64_t start_delta;
+} frame;
+
+_Static_assert(sizeof(entry) == ENTRY, "entry layout");
+_Static_assert(sizeof(frame) == FRAME, "frame layout");
+
+static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+static entry entry_at(const cprof__symcache_view *v, uint32_t i) {
+  entry e;
+  memcpy(&e, v->entries + (size_t)i * ENTRY, ENTRY);
+  return e;
+}
+
+static frame frame_at(const cprof__symcache_view *v, uint32_t i) {
+  frame f;
+  memcpy(&f, v->frames + (size_t)i * FRAME, FRAME);
+  return f;
+}
+
+bool cprof__symcache_parse(const void *data, size_t len,
+                           cprof__symcache_view *v) {
+  const unsigned char *p = data;
+  if (!p || len < HDR || memcmp(p, MAGIC, sizeof MAGIC) != 0) return false;
+  uint32_t h[4];
+  memcpy(h, p + sizeof MAGIC, sizeof h);
+  uint32_t stamp_len = h[0], nentries = h[1], nframes = h[2],
+           strings_len = h[3];
+  if (nentries > CPROF__SYMCACHE_MAX ||
+      nframes > (uint32_t)CPROF__SYMCACHE_MAX * CPROF__SYM_MAX_FRAMES ||
+      strings_len == 0)
+    return false;
+  /* Each part is bounded well below 2^40 bytes, so these sums cannot
+   * overflow. */
+  size_t at = HDR + pad8(stamp_len);
+  size_t need = at + (size_t)nentries * ENTRY + (size_t)nframes * FRAME +
+                strings_len;
+  if (need != len) return false;
+  *v = (cprof__symcache_view){
+      .stamp = p + HDR,
+      .stamp_len = stamp_len,
+      .entries = p + at,
+      .nentries = nentries,
+      .frames = p + at + (size_t)nentries * ENTRY,
+      .nframes = nframes,
+      .strings = (const char *)(p + at + (size_t)nentries * ENTRY +
+                                (size_t)nframes * FRAME),
+      .strings_len = strings_len,
+  };
+  if (v->strings[0] != '\0' || v->strings[strings_len - 1] != '\0')
+    return false;
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < nentries; i++) {
+    entry e = entry_at(v, i);
+    if (e.off <= last || e.nframes > CPROF__SYM_MAX_FRAMES ||
+        e.frame0 > nframes || e.nframes > nframes - e.frame0 ||
+        (e.flags & ~F_ALL) || e.zero || e.zero2)
+      return false;
+    last = e.off;
+  }
+  for (uint32_t i = 0; i < nframes; i++) {
+    frame f = frame_at(v, i);
+    if (f.name >= strings_len || f.sysname >= strings_len ||
+        f.file >= strings_len)
+      return false;
+  }
+  return true;
+}
+
+bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
+                          uint64_t pc, cprof__sym_result *r,
+                          cprof__sym_frame *frames) {
+  uint32_t lo = 0, n = v->nentries;
+  while (n > 0) {
+    uint32_t half = n / 2;
+    if (entry_at(v, lo + half).off < off) {
+      lo += half + 1;
+      n -= half + 1;
+    } else {
+      n = half;
+    }
+  }
+  if (lo >= v->nentries) return false;
+  entry e = entry_at(v, lo);
+  if (e.off != off) return false;
+  r->nframes = e.nframes;
+  r->has_line = e.flags & F_LINE;
+  r->has_inline = e.flags & F_INLINE;
+  r->has_function = e.flags & F_FUNCTION;
+  r->decl_line = e.decl_line;
+  for (uint32_t i = 0; i < e.nframes; i++) {
+    frame f = frame_at(v, e.frame0 + i);
+    frames[i] = (cprof__sym_frame){
+        .name = v->strings + f.name,
+        .system_name = v->strings + f.sysname,
+        .file = v->strings + f.file,
+        .line = f.line,
+        .start = f.start_delta == NO_START
+                     ? 0
+                     : pc + (uint64_t)f.start_delta,
+    };
+  }
+  return true;
+}
+
+/*
+ * Writing.
+ */
+
+typedef struct writer {
+  cprof_buf entries, frames, strings;
+  cprof__hmap offs;    /* offset -> 1, for the addresses already in */
+  cprof__hmap strs;    /* content hash -> string offset + 1 */
+  uint32_t nentries, nframes;
+  int err;
+} writer;
+
+static uint32_t put_string(writer *w, const char *s) {
+  size_t n = strlen(s);
+  if (n == 0) return 0;
+  uint64_t key = cprof__hash_bytes(CPROF__HASH_SEED, s, n), val;
+  if (cprof__hmap_get(&w->strs, key, &val)) {
+    const char *old = (const char *)w->strings.data + (val - 1);
+    if (strncmp(old, s, n) == 0 && old[n] == '\0') return (uint32_t)(val - 1);
+    key = 0; /* a collision: a copy of its own */
+  }
+  if (w->strings.len + n + 1 > UINT32_MAX) {
+    w->err = CPROF_EINVAL;
+    return 0;
+  }
+  uint32_t at = (uint32_t)w->strings.len;
+  if (cprof__buf_append(&w->strings, s, n + 1) != 0 ||
+      (key && cprof__hmap_put(&w->strs, key, (uint64_t)at + 1) != 0))
+    w->err = CPROF_ENOMEM;
+  return at;
+}
+
+/* Appends one address's result, unless its offset is in already or the
+ * entry is full. */
+static void put_result(writer *w, uint64_t off, uint64_t pc,
+                       const cprof__sym_result *r) {
+  uint64_t seen;
+  if (w->err || w->nentries >= CPROF__SYMCACHE_MAX || off == 0 ||
+      cprof__hmap_get(&w->offs, off, &seen))
+    return;
+  if (r->nframes < 0 || r->nframes > CPROF__SYM_MAX_FRAMES) return;
+  entry e = {.off = off,
+             .frame0 = w->nframes,
+             .nframes = (uint16_t)r->nframes,
+             .flags = (uint8_t)((r->has_line ? F_LINE : 0) |
+                                (r->has_inline ? F_INLINE : 0) |
+                                (r->has_function ? F_FUNCTION : 0)),
+             .decl_line = r->decl_line};
+  for (int i = 0; i < r->nframes && !w->err; i++) {
+    const cprof__sym_frame *s = &r->frames[i];
+    frame f = {.name = put_string(w, s->name),
+               .sysname = put_string(w, s->system_name),
+               .file = put_string(w, s->file ? s->file : ""),
+               .line = s->line,
+               .start_delta = s->start ? (int64_t)(s->start - pc) : NO_START};
+    if (!w->err && cprof__buf_append(&w->frames, &f, sizeof f) != 0)
+      w->err = CPROF_ENOMEM;
+    w->nframes++;
+  }
+  if (!w->err && (cprof__buf_append(&w->entries, &e, sizeof e) != 0 ||
+                  cprof__hmap_put(&w->offs, off, 1) != 0))
+    w->err = CPROF_ENOMEM;
+  w->nentries++;
+}
+
+static int by_off(const void *a, const void *b) {
+  uint64_t x = ((const cprof__symcache_add *)a)->off;
+  uint64_t y = ((const cprof__symcache_add *)b)->off;
+  return x < y ? -1 : x > y;
+}
+
+static int entry_by_off(const void *a, const void *b) {
+  uint64_t x, y;
+  memcpy(&x, a, sizeof x);
+  memcpy(&y, b, sizeof y);
+  return x < y ? -1 : x > y;
+}
+
+int cprof__symcache_write(const cprof__symcache_view *old,
+                          cprof__symcache_add *add, size_t n,
+                          const void *stamp, size_t stamp_len,
+                          cprof_buf *out) {
+  if (stamp_len > UINT32_MAX / 2) return CPROF_EINVAL;
+  writer w = {0};
+  if (cprof__buf_append(&w.strings, "", 1) != 0) return CPROF_ENOMEM;
+  /* An offset given twice (a pc looked up again after JIT code moved)
+   * has the same result both times: the first is kept. */
+  if (n > 1) qsort(add, n, sizeof *add, by_off);
+  for (size_t i = 0; i < n; i++)
+    put_result(&w, add[i].off, add[i].pc, add[i].r);
+  for (uint32_t i = 0; old && i < old->nentries && !w.err; i++) {
+    entry e = entry_at(old, i);
+    cprof__sym_result r = {0};
+    cprof__sym_frame frames[CPROF__SYM_MAX_FRAMES];
+    /* pc = offset keeps each start's distance to it. */
+    if (!cprof__symcache_find(old, e.off, e.off, &r, frames)) continue;
+    r.frames = frames;
+    put_result(&w, e.off, e.off, &r);
+  }
+  int err = w.err;
+  if (!err) {
+    /* The entries in offset order (the new and the old were put in two
+     * runs). */
+    if (w.nentries > 1)
+      qsort(w.entries.data, w.nentries, ENTRY, entry_by_off);
+    uint32_t h[4] = {(uint32_t)stamp_len, w.nentries, w.nframes,
+                     (uint32_t)w.strings.len};
+    static const unsigned char zeros[8];
+    out->len = 0;
+    if (cprof__buf_append(out, MAGIC, sizeof MAGIC) != 0 ||
+        cprof__buf_append(out, h, sizeof h) != 0 ||
+        cprof__buf_append(out, stamp, stamp_len) != 0 ||
+        cprof__buf_append(out, zeros, pad8(stamp_len) - stamp_len) != 0 ||
+        cprof__buf_append(out, w.entries.data, w.entries.len) != 0 ||
+        cprof__buf_append(out, w.frames.data, w.frames.len) != 0 ||
+        cprof__buf_append(out, w.strings.data, w.strings.len) != 0)
+      err = CPROF_ENOMEM;
+  }
+  cprof_buf_free(&w.entries);
+  cprof_buf_free(&w.frames);
+  cprof_buf_free(&w.strings);
+  cprof__hmap_free(&w.offs);
+  cprof__hmap_free(&w.strs);
+  return err;
+}
+
+/*
+ * Stamps.
+ */
+
+static int put_record(cprof_buf *b, uint8_t kind, const char *text) {
+  size_t n = strlen(text);
+  if (n > UINT16_MAX) return CPROF_EINVAL;
+  uint16_t n16 = (uint16_t)n;
+  if (cprof__buf_append(b, &kind, 1) != 0 ||
+      cprof__buf_append(b, &n16, sizeof n16) != 0 ||
+      cprof__buf_append(b, text, n) != 0)
+    return CPROF_ENOMEM;
+  return 0;
+}
+
+/* A file's status as a stamp keeps it: present, then five numbers. */
+static void file_status(const char *path, uint8_t *present, uint64_t st5[5]) {
+  struct stat st;
+  memset(st5, 0, 5 * sizeof *st5);
+  *present = stat(path, &st) == 0;
+  if (!*present) return;
+  st5[0] = (uint64_t)st.st_dev;
+  st5[1] = (uint64_t)st.st_ino;
+  st5[2] = (uint64_t)st.st_size;
+  st5[3] = (uint64_t)st.st_mtim.tv_sec;
+  st5[4] = (uint64_t)st.st_mtim.tv_nsec;
+}
+
+int cprof__symcache_stamp_begin(cprof_buf *stamp, const char *tag) {
+  stamp->len = 0;
+  return put_record(stamp, ST_TAG, tag);
+}
+
+int cprof__symcache_stamp_file(cprof_buf *stamp, const char *path) {
+  uint8_t present;
+  uint64_t st5[5];
+  file_status(path, &present, st5);
+  int err = put_record(stamp, ST_FILE, path);
+  if (!err && cprof__buf_append(stamp, &present, 1) != 0) err = CPROF_ENOMEM;
+  if (!err && present && cprof__buf_append(stamp, st5, sizeof st5) != 0)
+    err = CPROF_ENOMEM;
+  return err;
+}
+
+bool cprof__symcache_stamp_holds(const void *data, size_t len,
+                                 const char *tag) {
+  const unsigned char *p = data;
+  size_t at = 0;
+  bool first = true;
+  char path[4096];
+  while (at < len) {
+    uint16_t n;
+    if (len - at < 3) return false;
+    uint8_t kind = p[at];
+    memcpy(&n, p + at + 1, sizeof n);
+    at += 3;
+    if (len - at < n) return false;
+    const char *text = (const char *)p + at;
+    at += n;
+    if (first != (kind == ST_TAG)) return false;
+    if (kind == ST_TAG) {
+      if (strlen(tag) != n || memcmp(text, tag, n) != 0) return false;
+      first = false;
+      continue;
+    }
+    if (kind != ST_FILE || n == 0 || n >= sizeof path || len - at < 1)
+      return false;
+    memcpy(path, text, n);
+    path[n] = '\0';
+    if (memchr(path, '\0', n)) return false;
+    uint8_t was = p[at++], now;
+    uint64_t st_was[5], st_now[5];
+    if (was > 1 || (was && len - at < sizeof st_was)) return false;
+    memset(st_was, 0, sizeof st_was);
+    if (was) {
+      memcpy(st_was, p + at, sizeof st_was);
+      at += sizeof st_was;
+    }
+    file_status(path, &now, st_now);
+    if (now != was || memcmp(st_now, st_was, sizeof st_now) != 0)
+      return false;
+  }
+  return !first;
+}

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The symbol cache (docs/symbols.md): a C++ program built -O2 -g, its DWARF
+# moved to a separate compressed debug file, writes heap profiles of every
+# allocation (a set of addresses that is the same at every run). The first
+# run names them with libdw and writes the cache's entry for the program's
+# build ID. Then the debug file's DWARF is wrecked in place, its size,
+# inode and modification time kept, and the inflated copy is removed: a
+# second run still names every location as addr2line -i does on the
+# unstripped program, with the same traces as the first, and reads no
+# debug file (none is inflated again), while the same run with the cache
+# off has no line of the program. A debug file that changes (touched),
+# then a good one again, and an entry of garbage, are each noticed: the
+# entry is not used, and is written anew.
+source "$(dirname "$0")/lib.bash"
+cprof=$CPROFTEST_BUILD/cprof
+orig=$CPROFTEST_BUILD/test/progs/nofp_inline
+if tsan_build "$orig"; then
+  skip_rest "preloaded runs are covered by the plain and ASan builds"
+fi
+rt=$(preload_env "$orig" | sed 's#[^ ]*libcprof\.so##')
+
+mkdir -p "$TMP/a"
+objcopy --only-keep-debug --compress-debug-sections=zlib "$orig" "$TMP/a/prog.debug"
+objcopy --strip-debug --add-gnu-debuglink="$TMP/a/prog.debug" "$orig" "$TMP/a/prog"
+bid=$(readelf -n "$orig" | awk '/Build ID/ {print $3}')
+[ -n "$bid" ] || fail "the test program has no build ID"
+cache=$TMP/cache
+entry=$cache/$bid.sym
+
+# run NAME [ENV...]: a heap profile of every allocation of a/prog; leaves
+# $TMP/NAME.heap.raw (and NAME.cpu.raw, the same, for as_addr2line) and
+# $TMP/NAME.traces.
+run() {
+  local name=$1
+  shift
+  env CPROF_DEBUG_CACHE="$cache" "$@" CPROF_HEAP_RATE=1 LD_PRELOAD="$rt" \
+    "$cprof" run --dump heap --dump-out "$TMP/$name.log" -- "$TMP/a/prog" 0.2 \
+    >/dev/null 2>"$TMP/$name.err"
+  "$cprof" extract -o "$TMP/$name" "$TMP/$name.log" >/dev/null
+  pprof -raw -symbolize=none "$TMP/$name"/heap-*.pb.gz >"$TMP/$name.heap.raw"
+  cp "$TMP/$name.heap.raw" "$TMP/$name.cpu.raw"
+  pprof -traces -lines -sample_index=alloc_objects -symbolize=none \
+    "$TMP/$name"/heap-*.pb.gz | grep -E '^ +[^ -]' | sed -E 's/^ +[0-9.]+[kMG]?[B ]? +//; s/^ +//' \
+    | grep -v '^bytes:' | sort >"$TMP/$name.traces"
+  [ -s "$TMP/$name.err" ] && fail "$name: the run printed: $(cat "$TMP/$name.err")"
+  return 0
+}
+
+lines() { grep -c 'nofp_inline\.cc:[0-9]' "$TMP/$1.traces" || true; }
+
+mkdir -m 700 "$cache"
+run first
+[ -f "$entry" ] || fail "no symbol cache entry $entry after the first run ($(ls -la "$cache" 2>&1))"
+[ "$(stat -c %a "$entry")" = 600 ] || fail "the entry is $(stat -c %a "$entry"), not 600"
+[ "$(head -c 5 "$entry")" = CPSYM ] || fail "the entry does not start with its magic"
+ls "$cache" >"$TMP/cache.list"
+expect_no_match "$TMP/cache.list" '\.tmp$' "no temporary file is left"
+as_addr2line first a "first run (libdw names, the entry is written)" "$orig"
+[ "$(lines first)" -ge 3 ] || fail "the first run has only $(lines first) lines of nofp_inline.cc"
+
+# Only the entry can name the lines now: the debug file's DWARF is zeroes
+# (its status kept, so the entry's stamp holds), its inflated copy gone.
+readelf -SW "$TMP/a/prog.debug" >"$TMP/debug.sections" 2>/dev/null
+read -r off size < <(sed -n 's/.* \.debug_info  *PROGBITS  *[0-9a-f]* \([0-9a-f]*\) \([0-9a-f]*\) .*/\1 \2/p' "$TMP/debug.sections")
+[ -n "$off" ] || fail "cannot find .debug_info in the debug file"
+off=$((16#$off)) size=$((16#$size))
+touch -r "$TMP/a/prog.debug" "$TMP/when"
+dd if=/dev/zero of="$TMP/a/prog.debug" bs=1 seek=$((off + 24)) count=$((size - 24)) conv=notrunc status=none
+touch -r "$TMP/when" "$TMP/a/prog.debug"
+rm -f "$cache/$bid.debug"
+run second
+as_addr2line second a "second run (the debug file wrecked, named from the entry)" "$orig"
+if ! diff "$TMP/first.traces" "$TMP/second.traces" >"$TMP/traces.diff"; then
+  head -20 "$TMP/traces.diff" >&2
+  fail "the second run's traces differ from the first's"
+fi
+checks=$((checks + 1))
+echo "ok: the same $(wc -l <"$TMP/second.traces") trace lines as the first run"
+[ -e "$cache/$bid.debug" ] && fail "the second run read the debug file (its copy was inflated again)"
+checks=$((checks + 1))
+echo "ok: the second run read no debug file"
+run off CPROF_DEBUG_CACHE=off
+[ "$(lines off)" -eq 0 ] ||
+  fail "with the cache off, the wrecked debug file still named $(lines off) lines: the second run proves nothing"
+checks=$((checks + 1))
+echo "ok: without the cache the wrecked file names no line ($(lines second) with it)"
+
+# A debug file that changed: the entry is not used (the wrecked DWARF is
+# read, so no line), and is written again for what was read.
+touch "$TMP/a/prog.debug"
+before=$(stat -c %Y.%i "$entry")
+sleep 1
+run touched
+[ "$(lines touched)" -eq 0 ] || fail "a changed debug file: the old entry was used ($(lines touched) lines)"
+[ "$(stat -c %Y.%i "$entry")" != "$before" ] || fail "a changed debug file: the entry was not written again"
+checks=$((checks + 1))
+echo "ok: a debug file that changed is read again, and the entry rewritten"
+objcopy --only-keep-debug --compress-debug-sections=zlib "$orig" "$TMP/a/prog.debug"
+run good
+as_addr2line good a "a good debug file again" "$orig"
+
+# Garbage in place of the entry: not used, and replaced.
+head -c 4096 /dev/urandom >"$entry"
+run garbage
+as_addr2line garbage a "an entry of garbage (not used)" "$orig"
+[ "$(head -c 5 "$entry")" = CPSYM ] || fail "the garbage entry was not replaced"
+checks=$((checks + 1))
+echo "ok: the garbage entry was replaced by a good one"
+finish
