@@ -8,6 +8,9 @@
  * process that needs a file writes the inflated copy; every later one, in
  * any process and any run, maps that copy and inflates nothing.
  *
+ * The symbol cache's entries (symcache.h) live in the same directory,
+ * under the same bound (cprof__debug_cache_read and _write).
+ *
  * The copy is the original file's bytes unchanged, followed by the inflated
  * sections and a new section header table: the program headers and every
  * other section keep their offsets, and libdw reads the same DWARF.

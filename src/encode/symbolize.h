@@ -4,9 +4,11 @@
  * that turns addresses into function, file, line and every inlined frame, as
  * addr2line -i does. A function no symbol or debug information names is
  * named by its object and offset ("libfoo.so+0x1234"). Results are cached
- * per address; the whole state is rebuilt when the mappings change
- * (dlopen/dlclose), so a reloaded library never shows stale names, and when
- * the cache has outgrown its bound (32,768 addresses). Debug information is
+ * per address (and, for objects with a build ID, kept for later processes
+ * and runs in the symbol cache: symcache.h, cprof__sym_save); the whole
+ * state is rebuilt when the mappings change (dlopen/dlclose), so a
+ * reloaded library never shows stale names, and when the cache has
+ * outgrown its bound (32,768 addresses). Debug information is
  * looked for on this machine only (docs/symbols.md).
  *
  * There is one symbolizer per process, used under cprof__sym_lock(). Not
