@@ -39,7 +39,7 @@
 #include "source/lock_interpose.h"
 #include "sink/dump.h"
 #include "base/env.h"
-#include "encode/debug_cache.h"
+#include "base/cachedir.h"
 #include "exit.h"
 #include "source/heap_sampler.h"
 #include "sink/http.h"
@@ -328,7 +328,7 @@ static void check_settings(void) {
   cprof__cpu_env_init();
   cprof__thread_sample_env_init();
   cprof__task_sample_env_init();
-  cprof__debug_cache_env_init();
+  cprof__cachedir_env_init();
 }
 
 __attribute__((constructor)) static void cprof__init(void) {

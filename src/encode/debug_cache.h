@@ -8,8 +8,8 @@
  * process that needs a file writes the inflated copy; every later one, in
  * any process and any run, maps that copy and inflates nothing.
  *
- * The symbol cache's entries (symcache.h) live in the same directory,
- * under the same bound (cprof__debug_cache_read and _write).
+ * The copies are entries of the private cache directory
+ * (base/cachedir.h), beside the symbol cache's and the unwind tables'.
  *
  * The copy is the original file's bytes unchanged, followed by the inflated
  * sections and a new section header table: the program headers and every
@@ -30,10 +30,6 @@
 #include <sys/stat.h>
 
 #include "base/internal.h"
-#include "cprof.h"
-
-/* Reads the settings (once; a bad one gives one line on stderr). */
-CPROF__HIDDEN void cprof__debug_cache_env_init(void);
 
 /* The cached, inflated copy of the debug file open at fd (status st),
  * whose build ID is bits[0..n): its descriptor (O_CLOEXEC, read-only), with
@@ -46,22 +42,6 @@ CPROF__HIDDEN int cprof__debug_cache_open(int fd, const struct stat *st,
                                           const unsigned char *bits, int n,
                                           char *path, size_t cap,
                                           struct stat *out_st);
-
-/* Whether the cache is on (its settings read, its directory usable so
- * far). */
-CPROF__HIDDEN bool cprof__debug_cache_on(void);
-
-/* Other entries kept in the same directory under the same bound (the
- * symbol cache's: symcache.h), named by a build ID in hex, a dot and a
- * lower-case suffix. Read reads the entry whole into out (emptied first)
- * and marks it used: false when there is none of this user's, or it is
- * larger than max bytes. Write puts data[0..len) in its place, as a
- * temporary file renamed over it (nothing when another process is writing
- * it), then keeps the bound. */
-CPROF__HIDDEN bool cprof__debug_cache_read(const char *name, size_t max,
-                                           cprof_buf *out);
-CPROF__HIDDEN void cprof__debug_cache_write(const char *name,
-                                            const void *data, size_t len);
 
 /* Removes the entry for bits[0..n) (a copy found wrong). */
 CPROF__HIDDEN void cprof__debug_cache_drop(const unsigned char *bits, int n);

@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "base/cachedir.h"
 #include "base/fork.h"
 #include "base/dynload.h"
 #include "base/env.h"
@@ -1993,7 +1994,7 @@ static int mapping_of(uintptr_t pc) {
  * a build ID). */
 static const char *cache_tag(void) {
   static char tag[2 * 64 + 64];
-  if (!S.dwfl || S.image || !cprof__debug_cache_on()) return NULL;
+  if (!S.dwfl || S.image || !cprof__cachedir_on()) return NULL;
   const uintptr_t self = (uintptr_t)cprof__sym_lookup;
   for (size_t i = 0; i < S.nmaps; i++) {
     const cprof__sym_mapping *m = &S.maps[i];
@@ -2048,7 +2049,7 @@ static sym_object *cache_object(int mapping, const char *tag) {
   char name[2 * 64 + 8];
   entry_name(o, name, sizeof name);
   o->have_view =
-      cprof__debug_cache_read(name, CACHE_ENTRY_MAX, &o->file) &&
+      cprof__cachedir_read(name, CACHE_ENTRY_MAX, &o->file) &&
       cprof__symcache_parse(o->file.data, o->file.len, &o->view) &&
       cprof__symcache_stamp_holds(o->view.stamp, o->view.stamp_len, tag);
   return o;
@@ -2116,7 +2117,7 @@ void cprof__sym_save(void) {
     if (!err) {
       char name[2 * 64 + 8];
       entry_name(o, name, sizeof name);
-      cprof__debug_cache_write(name, out.data, out.len);
+      cprof__cachedir_write(name, out.data, out.len);
       /* What was written is what the next save adds to. */
       cprof_buf_free(&o->file);
       o->file = out;
