@@ -10,7 +10,11 @@
  * exactly on success, rows that strictly increase and are bounded by the
  * input's size, neighbours with different rules, a NONE row last, rules of
  * a known kind with every field the kind does not use zero, and a lookup
- * anywhere in a row's range finding that row's rule.
+ * anywhere in a row's range finding that row's rule. A table built is
+ * saved as an unwind-cache entry and loaded back, row for row the same;
+ * and the input itself is loaded as an entry (any bytes may be one on
+ * disk): a table loaded keeps the same promises, but for neighbours'
+ * rules, which an entry need not have merged.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,7 +55,46 @@ static void check_find(const cprof__cfi_table *t, uintptr_t off,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The promises every table keeps; merged: neighbours differ. */
+static void check_table(const cprof__cfi_table *t, bool merged) {
+  size_t n = cprof__cfi_table_rows(t);
+  if (cprof__cfi_table_bytes(t) < n * 6) abort();
+  static const cprof__cfi_rule none = {0};
+  uint32_t pc = 0, prev_pc = 0;
+  cprof__cfi_rule r, prev = {0};
+  for (size_t i = 0; i < n; i++) {
+    if (!cprof__cfi_table_row(t, i, &pc, &r)) abort();
+    check_rule(&r);
+    if (i == 0) {
+      if (merged && r.kind == CPROF__CFI_NONE) abort();
+      if (pc > 0) check_find(t, pc - 1, &none);
+    } else {
+      if (pc <= prev_pc) abort();
+      if (merged && memcmp(&r, &prev, sizeof r) == 0) abort();
+      check_find(t, pc - 1, &prev);
+      check_find(t, prev_pc + (pc - prev_pc) / 2, &prev);
+    }
+    check_find(t, pc, &r);
+    prev = r;
+    prev_pc = pc;
+  }
+  if (n > 0 && prev.kind != CPROF__CFI_NONE) abort();
+  if (n > 0) check_find(t, (uintptr_t)prev_pc + 12345, &none);
+  if (cprof__cfi_table_row(t, n, &pc, &r)) abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static const char tag[] = "cfi 1 fuzz";
+  cprof__cfi_table *loaded = NULL;
+  uint8_t *copy = malloc(size ? size : 1);
+  if (!copy) return 0;
+  memcpy(copy, data, size);
+  int lrc = cprof__cfi_table_load(copy, size, 0, tag, &loaded);
+  if ((lrc == 0) != (loaded != NULL)) abort();
+  if (loaded) check_table(loaded, false);
+  cprof__cfi_table_free(loaded);
+  free(copy);
+
   if (size < 8) return 0;
   uint32_t hdr_off, skip;
   memcpy(&hdr_off, data, 4);
@@ -70,29 +113,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = cprof__cfi_table_rows(t);
     /* A row needs an advance byte or an FDE of at least 10 bytes. */
     if (n > len + 2) abort();
-    if (cprof__cfi_table_bytes(t) < n * 6) abort();
-    static const cprof__cfi_rule none = {0};
-    uint32_t pc = 0, prev_pc = 0;
-    cprof__cfi_rule r, prev = {0};
-    for (size_t i = 0; i < n; i++) {
-      if (!cprof__cfi_table_row(t, i, &pc, &r)) abort();
-      check_rule(&r);
-      if (i == 0) {
-        if (r.kind == CPROF__CFI_NONE) abort();
-        if (pc > 0) check_find(t, pc - 1, &none);
-      } else {
-        if (pc <= prev_pc) abort();
-        if (memcmp(&r, &prev, sizeof r) == 0) abort();
-        check_find(t, pc - 1, &prev);
-        check_find(t, prev_pc + (pc - prev_pc) / 2, &prev);
+    check_table(t, true);
+    if (n > 0) {
+      cprof_buf buf = {0};
+      cprof__cfi_table *back = NULL;
+      if (cprof__cfi_table_save(t, hdr_off, tag, &buf) != 0 ||
+          cprof__cfi_table_load(buf.data, buf.len, hdr_off, tag, &back) != 0 ||
+          cprof__cfi_table_rows(back) != n)
+        abort();
+      for (size_t i = 0; i < n; i++) {
+        uint32_t a, b;
+        cprof__cfi_rule ra, rb;
+        if (!cprof__cfi_table_row(t, i, &a, &ra) ||
+            !cprof__cfi_table_row(back, i, &b, &rb) || a != b ||
+            memcmp(&ra, &rb, sizeof ra) != 0)
+          abort();
       }
-      check_find(t, pc, &r);
-      prev = r;
-      prev_pc = pc;
+      cprof__cfi_table_free(back);
+      cprof_buf_free(&buf);
     }
-    if (n > 0 && prev.kind != CPROF__CFI_NONE) abort();
-    if (n > 0) check_find(t, (uintptr_t)prev_pc + 12345, &none);
-    if (cprof__cfi_table_row(t, n, &pc, &r)) abort();
   }
   cprof__cfi_table_free(t);
   free(img);

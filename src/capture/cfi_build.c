@@ -1035,6 +1035,36 @@ void cprof__cfi_builder_free(builder *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* A table in one allocation, from its rules and rows. */
+static int table_make(const cprof__cfi_rule *rules_in, size_t nrules,
+                      const uint32_t *pcs_in, const uint16_t *ridx_in,
+                      size_t nrows, size_t eh_bytes, size_t fdes,
+                      size_t fdes_bad, cprof__cfi_table **out) {
+  size_t bytes = sizeof(cprof__cfi_table) + nrules * sizeof *rules_in +
+                 nrows * (sizeof *pcs_in + sizeof *ridx_in);
+  cprof__cfi_table *t = cprof__malloc(bytes);
+  if (!t) return CPROF_ENOMEM;
+  cprof__cfi_rule *rules = (cprof__cfi_rule *)(t + 1);
+  uint32_t *pcs = (uint32_t *)(rules + nrules);
+  uint16_t *ridx = (uint16_t *)(pcs + nrows);
+  memcpy(rules, rules_in, nrules * sizeof *rules);
+  if (nrows) {
+    memcpy(pcs, pcs_in, nrows * sizeof *pcs);
+    memcpy(ridx, ridx_in, nrows * sizeof *ridx);
+  }
+  t->nrows = (uint32_t)nrows;
+  t->nrules = (uint32_t)nrules;
+  t->bytes = bytes;
+  t->eh_bytes = eh_bytes;
+  t->fdes = fdes;
+  t->fdes_bad = fdes_bad;
+  t->pc = pcs;
+  t->rule = ridx;
+  t->rules = rules;
+  *out = t;
+  return 0;
+}
+
 int cprof__cfi_build(builder *b, const cprof__cfi_image *im, uint64_t hdr,
                      cprof__cfi_table **out) {
   static const cprof__cfi_rule none = {0};
@@ -1061,29 +1091,9 @@ int cprof__cfi_build(builder *b, const cprof__cfi_image *im, uint64_t hdr,
   if (b->nrows > 0) append_row(b, (uint32_t)b->covered, &none);
   if (b->oom) return CPROF_ENOMEM;
 
-  size_t bytes = sizeof(cprof__cfi_table) + b->nrules * sizeof *b->rules +
-                 b->nrows * (sizeof *b->pcs + sizeof *b->ridx);
-  cprof__cfi_table *t = cprof__malloc(bytes);
-  if (!t) return CPROF_ENOMEM;
-  cprof__cfi_rule *rules = (cprof__cfi_rule *)(t + 1);
-  uint32_t *pcs = (uint32_t *)(rules + b->nrules);
-  uint16_t *ridx = (uint16_t *)(pcs + b->nrows);
-  memcpy(rules, b->rules, b->nrules * sizeof *rules);
-  if (b->nrows) {
-    memcpy(pcs, b->pcs, b->nrows * sizeof *pcs);
-    memcpy(ridx, b->ridx, b->nrows * sizeof *ridx);
-  }
-  t->nrows = (uint32_t)b->nrows;
-  t->nrules = (uint32_t)b->nrules;
-  t->bytes = bytes;
-  t->eh_bytes = b->eh_hi > b->eh_lo ? (size_t)(b->eh_hi - b->eh_lo) : 0;
-  t->fdes = b->fdes_ok;
-  t->fdes_bad = b->fdes_bad;
-  t->pc = pcs;
-  t->rule = ridx;
-  t->rules = rules;
-  *out = t;
-  return 0;
+  return table_make(b->rules, b->nrules, b->pcs, b->ridx, b->nrows,
+                    b->eh_hi > b->eh_lo ? (size_t)(b->eh_hi - b->eh_lo) : 0,
+                    b->fdes_ok, b->fdes_bad, out);
 }
 
 int cprof__cfi_table_build(const uint8_t *img, size_t len, size_t hdr_off,
@@ -1118,3 +1128,121 @@ bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i, uint32_t *pc,
   return true;
 }
 
+
+/*
+ * Tables as cache entries: a header (magic, the .eh_frame_hdr vaddr, the
+ * figures, the counts and the tag's length), the tag padded to 4 bytes,
+ * then the rules, the rows' pcs and their rule indexes, as a table holds
+ * them.
+ */
+static const unsigned char TABLE_MAGIC[8] = {'C', 'P', 'C', 'F', 'I', 0, 0, 1};
+
+typedef struct table_header {
+  unsigned char magic[8];
+  uint64_t hdr, eh_bytes, fdes, fdes_bad;
+  uint32_t nrows, nrules, tag_len, zero;
+} table_header;
+
+int cprof__cfi_table_save(const cprof__cfi_table *t, uint64_t hdr,
+                          const char *tag, cprof_buf *out) {
+  size_t tag_len = strlen(tag);
+  if (tag_len > 4096) return CPROF_EINVAL;
+  table_header h = {.hdr = hdr,
+                    .eh_bytes = t->eh_bytes,
+                    .fdes = t->fdes,
+                    .fdes_bad = t->fdes_bad,
+                    .nrows = t->nrows,
+                    .nrules = t->nrules,
+                    .tag_len = (uint32_t)tag_len};
+  memcpy(h.magic, TABLE_MAGIC, sizeof h.magic);
+  static const unsigned char zeros[4];
+  out->len = 0;
+  if (cprof__buf_append(out, &h, sizeof h) != 0 ||
+      cprof__buf_append(out, tag, tag_len) != 0 ||
+      cprof__buf_append(out, zeros, (4 - tag_len % 4) % 4) != 0 ||
+      cprof__buf_append(out, t->rules, t->nrules * sizeof *t->rules) != 0 ||
+      cprof__buf_append(out, t->pc, t->nrows * sizeof *t->pc) != 0 ||
+      cprof__buf_append(out, t->rule, t->nrows * sizeof *t->rule) != 0)
+    return CPROF_ENOMEM;
+  return 0;
+}
+
+/* A rule a table may hold: a known kind, the fields its kind does not use
+ * zero (so equal rules compare equal), as the builder makes them. */
+static bool rule_ok(const cprof__cfi_rule *r) {
+  if (r->reserved) return false;
+  switch (r->kind) {
+    case CPROF__CFI_NONE:
+    case CPROF__CFI_SIGNAL:
+    case CPROF__CFI_END:
+    case CPROF__CFI_UNSUPPORTED:
+      return !r->fp_saved && !r->plt_split && !r->cfa_off && !r->fp_off;
+    case CPROF__CFI_PLT:
+      if (r->plt_split > 15) return false;
+      break;
+    case CPROF__CFI_RSP:
+    case CPROF__CFI_RBP:
+      if (r->plt_split) return false;
+      break;
+    default:
+      return false;
+  }
+  return r->fp_saved <= 1 && (r->fp_saved || !r->fp_off);
+}
+
+int cprof__cfi_table_load(const void *data, size_t len, uint64_t hdr,
+                          const char *tag, cprof__cfi_table **out) {
+  *out = NULL;
+  const unsigned char *p = data;
+  table_header h;
+  size_t tag_len = strlen(tag);
+  if (!p || len < sizeof h) return CPROF_EINVAL;
+  memcpy(&h, p, sizeof h);
+  if (memcmp(h.magic, TABLE_MAGIC, sizeof h.magic) != 0 || h.hdr != hdr ||
+      h.tag_len != tag_len || h.zero || h.nrows == 0 || h.nrules == 0 ||
+      h.nrules > (uint32_t)UINT16_MAX + 1 || h.nrows > (uint32_t)INT32_MAX ||
+      h.eh_bytes > SIZE_MAX || h.fdes > SIZE_MAX || h.fdes_bad > SIZE_MAX)
+    return CPROF_EINVAL;
+  size_t at = sizeof h + tag_len + (4 - tag_len % 4) % 4;
+  /* Each count is below 2^31, so the sum cannot overflow. */
+  size_t need = at + (size_t)h.nrules * sizeof(cprof__cfi_rule) +
+                (size_t)h.nrows * (sizeof(uint32_t) + sizeof(uint16_t));
+  if (need != len || memcmp(p + sizeof h, tag, tag_len) != 0)
+    return CPROF_EINVAL;
+  /* Copied out before they are checked: the bytes may be unaligned. */
+  const unsigned char *rules = p + at;
+  const unsigned char *pcs = rules + (size_t)h.nrules * sizeof(cprof__cfi_rule);
+  const unsigned char *ridx = pcs + (size_t)h.nrows * sizeof(uint32_t);
+  size_t bytes = sizeof(cprof__cfi_table) +
+                 (size_t)h.nrules * sizeof(cprof__cfi_rule) +
+                 (size_t)h.nrows * (sizeof(uint32_t) + sizeof(uint16_t));
+  cprof__cfi_table *t = cprof__malloc(bytes);
+  if (!t) return CPROF_ENOMEM;
+  cprof__cfi_rule *r = (cprof__cfi_rule *)(t + 1);
+  uint32_t *pc = (uint32_t *)(r + h.nrules);
+  uint16_t *ri = (uint16_t *)(pc + h.nrows);
+  memcpy(r, rules, (size_t)h.nrules * sizeof *r);
+  memcpy(pc, pcs, (size_t)h.nrows * sizeof *pc);
+  memcpy(ri, ridx, (size_t)h.nrows * sizeof *ri);
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < h.nrules; i++) ok = rule_ok(&r[i]);
+  for (uint32_t i = 0; ok && i < h.nrows; i++)
+    ok = ri[i] < h.nrules && (i == 0 || pc[i] > pc[i - 1]);
+  /* The last row ends the table: no rule past it. */
+  if (ok) ok = r[ri[h.nrows - 1]].kind == CPROF__CFI_NONE;
+  if (!ok) {
+    cprof__free(t);
+    return CPROF_EINVAL;
+  }
+  t->nrows = h.nrows;
+  t->nrules = h.nrules;
+  t->bytes = bytes;
+  t->eh_bytes = (size_t)h.eh_bytes;
+  t->fdes = (size_t)h.fdes;
+  t->fdes_bad = (size_t)h.fdes_bad;
+  t->pc = pc;
+  t->rule = ri;
+  t->rules = r;
+  *out = t;
+  return 0;
+}

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "capture/cfi.h"
+#include "cprof.h"
 
 /* A table, immutable once built: nrows rows, row i holding from pc[i] (an
  * offset from the load base) up to pc[i + 1] with the rule
@@ -126,5 +127,20 @@ CPROF__HIDDEN bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i,
 /* The table's size in bytes, header included. */
 CPROF__HIDDEN size_t cprof__cfi_table_bytes(const cprof__cfi_table *t);
 CPROF__HIDDEN void cprof__cfi_table_free(cprof__cfi_table *t);
+
+/* A table as an entry of the unwind tables' cache (cfi_index.c): save
+ * writes t, built from the .eh_frame_hdr at vaddr hdr by a builder that
+ * tag names, to out (emptied first); load makes a table of
+ * data[0..len) when it is such an entry for the same hdr and tag and
+ * every rule and row in it is one a build could make (known kinds, unused
+ * fields zero, rule indexes in range, pcs increasing, the last row's rule
+ * none): any bytes may be given (fuzz/fuzz_cfi.c). 0, CPROF_EINVAL or
+ * CPROF_ENOMEM. */
+CPROF__HIDDEN int cprof__cfi_table_save(const cprof__cfi_table *t,
+                                        uint64_t hdr, const char *tag,
+                                        cprof_buf *out);
+CPROF__HIDDEN int cprof__cfi_table_load(const void *data, size_t len,
+                                        uint64_t hdr, const char *tag,
+                                        cprof__cfi_table **out);
 
 #endif

@@ -45,12 +45,14 @@
 #include <link.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 
+#include "base/cachedir.h"
 #include "base/fork.h"
 #include "base/mem.h"
 #include "base/spin.h"
@@ -277,7 +279,147 @@ typedef struct {
   cprof__cfi_builder b;
   uint8_t *copy; /* the unwind data of the object being built */
   size_t copy_cap;
+  bool use_cache; /* the unwind tables' cache: tables are read from it */
+  bool save;      /* ... and the ones built are written to it */
+  /* Tables built from a whole copy, to write once the loader's lock is
+   * released. */
+  struct to_save {
+    cprof__cfi_object *o;
+    char id[2 * 64 + 1];
+  } *saves;
+  size_t nsaves, saves_cap;
 } scan_ctx;
+
+
+/*
+ * The unwind tables' cache (docs/unwinding.md): a table depends only on
+ * its object's bytes, which its GNU build ID names, so a table built once
+ * is kept in the cache directory (base/cachedir.h) as BUILDID.cfi and read
+ * by later processes and runs instead of being built again. An entry
+ * records the .eh_frame_hdr address it was built from and cprof's own
+ * build ID (a table of another cprof's builder is never read), and is
+ * checked row by row when read (cprof__cfi_table_load). Only tables built
+ * from a copy of the whole unwind data are kept: one that lost records to
+ * unreadable pages (a truncated library) is its process's alone.
+ */
+
+/* The GNU build ID of the object info describes, read from its notes in
+ * memory (fault-free), as lower-case hex into out: false without one. */
+static bool object_build_id(const struct dl_phdr_info *info, char *out,
+                            size_t cap) {
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_NOTE || ph->p_memsz < 12) continue;
+    uint8_t notes[1024];
+    size_t n = ph->p_memsz < sizeof notes ? (size_t)ph->p_memsz : sizeof notes;
+    n = copy_memory((uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr,
+                    notes, n);
+    for (size_t at = 0; at + 12 <= n;) {
+      uint32_t namesz, descsz, type;
+      memcpy(&namesz, notes + at, 4);
+      memcpy(&descsz, notes + at + 4, 4);
+      memcpy(&type, notes + at + 8, 4);
+      size_t name_at = at + 12;
+      size_t desc_at = name_at + ((namesz + 3u) & ~(size_t)3);
+      if (namesz > n || descsz > n || desc_at + descsz > n) break;
+      if (type == NT_GNU_BUILD_ID && namesz == 4 &&
+          memcmp(notes + name_at, "GNU", 4) == 0 && descsz >= 8 &&
+          descsz <= 64 && 2 * (size_t)descsz < cap) {
+        for (size_t j = 0; j < descsz; j++) {
+          static const char hex[] = "0123456789abcdef";
+          out[2 * j] = hex[notes[desc_at + j] >> 4];
+          out[2 * j + 1] = hex[notes[desc_at + j] & 15];
+        }
+        out[2 * descsz] = '\0';
+        return true;
+      }
+      at = desc_at + ((descsz + 3u) & ~(size_t)3);
+    }
+  }
+  return false;
+}
+
+/* The tag of this cprof's entries: its own object's build ID. */
+static char own_tag[2 * 64 + 16];
+static int own_tag_state; /* 0 not looked for, 1 found, 2 none; writer's */
+
+static int own_tag_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  (void)arg;
+  const uintptr_t self = (uintptr_t)cprof__cfi_refresh;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    uintptr_t lo = (uintptr_t)info->dlpi_addr + (uintptr_t)ph->p_vaddr;
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || self < lo ||
+        self - lo >= ph->p_memsz)
+      continue;
+    char id[2 * 64 + 1];
+    if (object_build_id(info, id, sizeof id)) {
+      snprintf(own_tag, sizeof own_tag, "cfi 1 %s", id);
+      own_tag_state = 1;
+    }
+    return 1;
+  }
+  return 0;
+}
+
+/* Whether the cache serves this refresh (and reads the tag once). */
+static bool cache_usable(void) {
+  if (!cprof__cachedir_on()) return false;
+  if (own_tag_state == 0) {
+    own_tag_state = 2;
+    dl_iterate_phdr(own_tag_cb, NULL);
+  }
+  return own_tag_state == 1;
+}
+
+/* The most bytes of a cached table (2 GiB of .eh_frame would not fit). */
+#define MAX_TABLE_FILE ((size_t)512 << 20)
+
+/* The cached table of the object with build ID id, or NULL. */
+static cprof__cfi_table *cached_table(const char *id, uint64_t hdr) {
+  char name[2 * 64 + 8];
+  snprintf(name, sizeof name, "%s.cfi", id);
+  cprof_buf buf = {0};
+  cprof__cfi_table *t = NULL;
+  if (cprof__cachedir_read(name, MAX_TABLE_FILE, &buf))
+    (void)cprof__cfi_table_load(buf.data, buf.len, hdr, own_tag, &t);
+  cprof_buf_free(&buf);
+  return t;
+}
+
+/* Writes the tables noted for saving; the loader's lock is not held. */
+static void save_tables(scan_ctx *ctx) {
+  cprof__guard_enter();
+  for (size_t i = 0; i < ctx->nsaves; i++) {
+    const cprof__cfi_object *o = ctx->saves[i].o;
+    cprof_buf buf = {0};
+    char name[2 * 64 + 8];
+    snprintf(name, sizeof name, "%s.cfi", ctx->saves[i].id);
+    if (o->table && cprof__cfi_table_save(o->table, o->hdr, own_tag, &buf) == 0)
+      cprof__cachedir_write(name, buf.data, buf.len);
+    cprof_buf_free(&buf);
+  }
+  cprof__guard_exit();
+  cprof__free(ctx->saves);
+  ctx->saves = NULL;
+  ctx->nsaves = ctx->saves_cap = 0;
+}
+
+/* Notes o's table (built from a whole copy) to be saved under id. */
+static void note_save(scan_ctx *ctx, cprof__cfi_object *o, const char *id) {
+  if (ctx->nsaves == ctx->saves_cap) {
+    size_t cap = ctx->saves_cap ? 2 * ctx->saves_cap : 16;
+    struct to_save *v = cprof__realloc(ctx->saves, cap * sizeof *v);
+    if (!v) return;
+    ctx->saves = v;
+    ctx->saves_cap = cap;
+  }
+  ctx->saves[ctx->nsaves].o = o;
+  snprintf(ctx->saves[ctx->nsaves].id, sizeof ctx->saves[ctx->nsaves].id,
+           "%s", id);
+  ctx->nsaves++;
+}
 
 /* The smallest copy buffer; it grows to twice what it held at least, so
  * that a refresh maps a few at most. */
@@ -311,7 +453,7 @@ static bool grow_copy(scan_ctx *ctx, size_t n) {
  * even the header can be read, or memory ran out (ctx->err says which).
  */
 static bool copy_unwind(scan_ctx *ctx, const object_desc *d,
-                        cprof__cfi_image *im) {
+                        cprof__cfi_image *im, bool *whole) {
   const cprof__cfi_image *live = &d->im;
   uint64_t avail;
   uint8_t h[16];
@@ -331,6 +473,7 @@ static bool copy_unwind(scan_ctx *ctx, const object_desc *d,
     return false;
   }
   size_t got = copy_memory(live->host + (uintptr_t)lo, ctx->copy, (size_t)n);
+  *whole = got == n && n < MAX_UNWIND_COPY;
   memset(im, 0, sizeof *im);
   im->host = (uintptr_t)ctx->copy - (uintptr_t)lo;
   im->nsegs = 1;
@@ -430,13 +573,24 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
       o->status = CPROF__CFI_OBJ_LARGE;
     } else {
       int64_t t0 = cprof__mono_ns();
-      cprof__cfi_image copy;
-      int rc = copy_unwind(ctx, &d, &copy)
-                   ? cprof__cfi_build(&ctx->b, &copy, d.hdr, &o->table)
-                   : ctx->err ? ctx->err : CPROF_EINVAL;
-      ctx->err = 0;
+      char id[2 * 64 + 1];
+      bool has_id = ctx->use_cache && object_build_id(info, id, sizeof id);
+      o->table = has_id ? cached_table(id, d.hdr) : NULL;
+      int rc = 0;
+      if (o->table) {
+        o->fdes_bad = o->table->fdes_bad;
+      } else {
+        cprof__cfi_image copy;
+        bool whole = false;
+        rc = copy_unwind(ctx, &d, &copy, &whole)
+                 ? cprof__cfi_build(&ctx->b, &copy, d.hdr, &o->table)
+                 : ctx->err ? ctx->err : CPROF_EINVAL;
+        ctx->err = 0;
+        o->fdes_bad = ctx->b.fdes_bad;
+        if (rc == 0 && whole && has_id && ctx->save && o->table->nrows > 0)
+          note_save(ctx, o, id);
+      }
       o->build_ns = cprof__mono_ns() - t0;
-      o->fdes_bad = ctx->b.fdes_bad;
       if (rc == CPROF_ENOMEM) goto oom;
       if (rc != 0) {
         o->status = CPROF__CFI_OBJ_BAD;
@@ -518,10 +672,16 @@ static int refresh_held(int64_t grace_ns) {
   int64_t t0 = cprof__mono_ns();
   memset(&ctx, 0, sizeof ctx);
   ctx.old = old;
+  ctx.use_cache = cache_usable();
+  /* A refresh that must not wait (the heap sampler's, which may run in a
+   * fork handler or the loader) reads cached tables but writes none. */
+  ctx.save = ctx.use_cache && grace_ns > 0;
   dl_iterate_phdr(scan_cb, &ctx);
   cprof__cfi_builder_free(&ctx.b);
   if (ctx.copy) munmap(ctx.copy, ctx.copy_cap);
   cprof__cfi_index *idx = ctx.err ? NULL : make_index(&ctx);
+  if (idx) save_tables(&ctx);
+  cprof__free(ctx.saves);
   drop_unlisted(&ctx);
   cprof__free(ctx.objs);
   if (!idx) return CPROF_ENOMEM;
