@@ -3,6 +3,7 @@
  * API in cprof.h. Each subcommand is one function with its own --help.
  */
 #include <cprof.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -71,6 +72,30 @@ static int max_size(const char *cmd, const char *arg, size_t *out) {
   return -1;
 }
 
+static int find_library(char *out, size_t len);
+
+/* The tool does not link the library: `cprof run` execs the program with
+ * it preloaded, and the tool's own start-up (every `cprof run` pays it)
+ * would run the library's constructor for nothing. The commands that ask
+ * the library itself load the one `cprof run` would preload. */
+static bool library_function(const char *cmd, const char *name, void **fn) {
+  char lib[PATH_MAX];
+  if (find_library(lib, sizeof lib) != 0) {
+    fprintf(stderr,
+            "cprof %s: cannot find libcprof.so next to cprof or in its "
+            "install directory\n",
+            cmd);
+    return false;
+  }
+  void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  *fn = h ? dlsym(h, name) : NULL;
+  if (!*fn) {
+    fprintf(stderr, "cprof %s: %s: %s\n", cmd, lib, dlerror());
+    return false;
+  }
+  return true;
+}
+
 static int cmd_version(int argc, char **argv) {
   if (wants_help(argc, argv)) {
     fputs("usage: cprof version\n\nPrints the version of libcprof in use.\n",
@@ -81,7 +106,10 @@ static int cmd_version(int argc, char **argv) {
     fprintf(stderr, "cprof version: unexpected argument '%s'\n", argv[1]);
     return 2;
   }
-  printf("cprof %s\n", cprof_version());
+  const char *(*version)(void) = NULL;
+  if (!library_function("version", "cprof_version", (void **)&version))
+    return 1;
+  printf("cprof %s\n", version());
   return 0;
 }
 
@@ -96,8 +124,12 @@ static int cmd_profiles(int argc, char **argv) {
     fprintf(stderr, "cprof profiles: unexpected argument '%s'\n", argv[1]);
     return 2;
   }
+  int (*info_at)(size_t, cprof_profile_info *) = NULL;
+  if (!library_function("profiles", "cprof_profile_info_at",
+                        (void **)&info_at))
+    return 1;
   cprof_profile_info p;
-  for (size_t i = 0; cprof_profile_info_at(i, &p) == 0; i++) {
+  for (size_t i = 0; info_at(i, &p) == 0; i++) {
     printf("%-14s %s", p.name, p.description ? p.description : "");
     if (p.windowed)
       printf(" (taken over a window: /debug/pprof/%s?seconds=N, or --dump "
@@ -989,9 +1021,10 @@ static int find_library(char *out, size_t len) {
   return -1;
 }
 
-/* The library leaves the environment of the process it is linked into as
- * it is when the process defines this (cprof.h): this tool reads CPROF_*
- * variables of its own and sets those `cprof run` passes on. */
+/* The library leaves the environment of the process it is in as it is
+ * when the process defines this (cprof.h): this tool reads CPROF_*
+ * variables of its own and sets those `cprof run` passes on (it is
+ * exported for the library `cprof version` and `cprof profiles` load). */
 CPROF_EXPORT const int cprof_keep_environment = 1;
 
 static bool getenv_set(const char *name) {
