@@ -21,8 +21,8 @@
 #include "base/sig.h"
 #include "base/sys.h"
 
-ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
-                         size_t size) {
+static ssize_t read_small(int dirfd, const char *path, char *buf,
+                          size_t size, bool line) {
   if (size == 0) return -1;
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -36,10 +36,23 @@ ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
     }
     if (r == 0) break;
     len += (size_t)r;
+    /* The line is whole: the read that would find the end of the file is
+     * a system call saved (one a thread, every collection). */
+    if (line && buf[len - 1] == '\n') break;
   }
   close(fd);
   buf[len] = '\0';
   return (ssize_t)len;
+}
+
+ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
+                         size_t size) {
+  return read_small(dirfd, path, buf, size, false);
+}
+
+ssize_t cprof__proc_read_line(int dirfd, const char *path, char *buf,
+                              size_t size) {
+  return read_small(dirfd, path, buf, size, true);
 }
 
 /* The calling thread's batch (cprof__proc_tids_batch): its one listing,
