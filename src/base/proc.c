@@ -72,12 +72,16 @@ void cprof__proc_tids_batch_end(void) {
   batch.on = false;
 }
 
-static int list_tids(pid_t **out, size_t *count);
+static int list_tids(int dirfd, pid_t **out, size_t *count);
 
 int cprof__proc_tids(pid_t **out, size_t *count) {
-  if (!batch.on) return list_tids(out, count);
+  return cprof__proc_tids_at(-1, out, count);
+}
+
+int cprof__proc_tids_at(int dirfd, pid_t **out, size_t *count) {
+  if (!batch.on) return list_tids(dirfd, out, count);
   if (!batch.tids) {
-    int err = list_tids(&batch.tids, &batch.n);
+    int err = list_tids(dirfd, &batch.tids, &batch.n);
     if (err) return err;
   }
   pid_t *v = cprof__malloc((batch.n ? batch.n : 1) * sizeof *v);
@@ -89,9 +93,12 @@ int cprof__proc_tids(pid_t **out, size_t *count) {
 }
 
 /* Read with getdents64 into a buffer on the stack: opendir's own buffer
- * is 32 KiB of the process's heap per listing. */
-static int list_tids(pid_t **out, size_t *count) {
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+ * is 32 KiB of the process's heap per listing. Through dirfd when it is
+ * not -1 (left open), else through a descriptor of its own. */
+static int list_tids(int dirfd, pid_t **out, size_t *count) {
+  int fd = dirfd >= 0
+               ? dirfd
+               : open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return CPROF_ESYS;
   size_t cap = 64, n = 0;
   pid_t *v = cprof__malloc(cap * sizeof *v);
@@ -119,7 +126,7 @@ static int list_tids(pid_t **out, size_t *count) {
     }
   }
   if (!err && got < 0) err = CPROF_ESYS;
-  close(fd);
+  if (fd != dirfd) close(fd);
   if (err) {
     cprof__free(v);
     return err;

@@ -715,7 +715,8 @@ static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   c.calls = &calls;
   cprof__call_cache_round(c.calls);
   c.starts = cprof__calloc(START_MEMO, sizeof *c.starts);
-  int err = c.dirfd < 0 ? CPROF_ESYS : list_threads(&tids, &ntids);
+  int err = c.dirfd < 0 ? CPROF_ESYS
+                         : cprof__proc_tids_at(c.dirfd, &tids, &ntids);
   pid_t self = cprof__sys_gettid();
   for (size_t i = 0; !err && i < ntids; i++)
     err = one_thread(&c, tids[i], self);
