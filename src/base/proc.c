@@ -21,8 +21,8 @@
 #include "base/sig.h"
 #include "base/sys.h"
 
-ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
-                         size_t size) {
+static ssize_t read_small(int dirfd, const char *path, char *buf,
+                          size_t size, bool line) {
   if (size == 0) return -1;
   int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
@@ -36,10 +36,23 @@ ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
     }
     if (r == 0) break;
     len += (size_t)r;
+    /* The line is whole: the read that would find the end of the file is
+     * a system call saved (one a thread, every collection). */
+    if (line && buf[len - 1] == '\n') break;
   }
   close(fd);
   buf[len] = '\0';
   return (ssize_t)len;
+}
+
+ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
+                         size_t size) {
+  return read_small(dirfd, path, buf, size, false);
+}
+
+ssize_t cprof__proc_read_line(int dirfd, const char *path, char *buf,
+                              size_t size) {
+  return read_small(dirfd, path, buf, size, true);
 }
 
 /* The calling thread's batch (cprof__proc_tids_batch): its one listing,
@@ -59,12 +72,16 @@ void cprof__proc_tids_batch_end(void) {
   batch.on = false;
 }
 
-static int list_tids(pid_t **out, size_t *count);
+static int list_tids(int dirfd, pid_t **out, size_t *count);
 
 int cprof__proc_tids(pid_t **out, size_t *count) {
-  if (!batch.on) return list_tids(out, count);
+  return cprof__proc_tids_at(-1, out, count);
+}
+
+int cprof__proc_tids_at(int dirfd, pid_t **out, size_t *count) {
+  if (!batch.on) return list_tids(dirfd, out, count);
   if (!batch.tids) {
-    int err = list_tids(&batch.tids, &batch.n);
+    int err = list_tids(dirfd, &batch.tids, &batch.n);
     if (err) return err;
   }
   pid_t *v = cprof__malloc((batch.n ? batch.n : 1) * sizeof *v);
@@ -76,9 +93,12 @@ int cprof__proc_tids(pid_t **out, size_t *count) {
 }
 
 /* Read with getdents64 into a buffer on the stack: opendir's own buffer
- * is 32 KiB of the process's heap per listing. */
-static int list_tids(pid_t **out, size_t *count) {
-  int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+ * is 32 KiB of the process's heap per listing. Through dirfd when it is
+ * not -1 (left open), else through a descriptor of its own. */
+static int list_tids(int dirfd, pid_t **out, size_t *count) {
+  int fd = dirfd >= 0
+               ? dirfd
+               : open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return CPROF_ESYS;
   size_t cap = 64, n = 0;
   pid_t *v = cprof__malloc(cap * sizeof *v);
@@ -106,7 +126,7 @@ static int list_tids(pid_t **out, size_t *count) {
     }
   }
   if (!err && got < 0) err = CPROF_ESYS;
-  close(fd);
+  if (fd != dirfd) close(fd);
   if (err) {
     cprof__free(v);
     return err;

@@ -18,9 +18,21 @@
 CPROF__HIDDEN ssize_t cprof__proc_read(int dirfd, const char *path, char *buf,
                                        size_t size);
 
+/* The same for a file of one line that the kernel writes whole at the
+ * first read (a thread's syscall, stat or schedstat file): it stops at
+ * the read that ends the line, without the one more that would find the
+ * end of the file. */
+CPROF__HIDDEN ssize_t cprof__proc_read_line(int dirfd, const char *path,
+                                            char *buf, size_t size);
+
 /* The thread ids of the process, from /proc/self/task, in *out (free with
  * cprof__free) and *count. Returns 0, CPROF_ESYS or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__proc_tids(pid_t **out, size_t *count);
+
+/* The same, listed through dirfd: /proc/self/task opened by the caller
+ * and not read yet, which it goes on using for the threads' files (one
+ * open of the directory a collection, not two). */
+CPROF__HIDDEN int cprof__proc_tids_at(int dirfd, pid_t **out, size_t *count);
 
 /* Between begin and end, cprof__proc_tids on the calling thread answers
  * from one listing, taken by its first call: for a page that counts

@@ -652,7 +652,7 @@ static cprof__cfi_index *make_index(scan_ctx *ctx) {
 }
 #endif
 
-uint64_t cprof__cfi_generation(void) {
+CPROF__SIGNAL_SAFE uint64_t cprof__cfi_generation(void) {
   return atomic_load_explicit(&generation, memory_order_acquire);
 }
 

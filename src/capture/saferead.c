@@ -26,8 +26,13 @@ CPROF__SIGNAL_SAFE int cprof__stack_readable(uintptr_t addr) {
  * does, -1 when it does not (a seccomp filter, an old kernel). */
 static _Atomic int vm_read_state;
 
-CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM int cprof__safe_read(uintptr_t addr, void *out,
-                                            size_t len) {
+CPROF__SIGNAL_SAFE int cprof__safe_read(uintptr_t addr, void *out,
+                                        size_t len) {
+  return cprof__safe_read_in(0, addr, out, len);
+}
+
+CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM int cprof__safe_read_in(
+    pid_t pid, uintptr_t addr, void *out, size_t len) {
   if (addr < CPROF__PAGE || addr + len < addr || len > 64) return 0;
   int saved = errno;
   int ok = 0;
@@ -37,8 +42,8 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM int cprof__safe_read(uintptr_t addr, v
      * between any check and the copy cannot fault the handler. */
     struct iovec local = {out, len}, remote = {(void *)addr, len};
     long n = cprof__sys6(SYS_process_vm_readv,
-                         cprof__sys4(SYS_getpid, 0, 0, 0, 0), (long)&local,
-                         1L, (long)&remote, 1L, 0L);
+                         pid ? pid : cprof__sys4(SYS_getpid, 0, 0, 0, 0),
+                         (long)&local, 1L, (long)&remote, 1L, 0L);
     if (n == (long)len) {
       ok = 1;
       if (state == 0)

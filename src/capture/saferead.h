@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/syscall.h>
+#include <sys/types.h>
 
 #include "base/internal.h"
 #include "base/sys.h"
@@ -46,6 +47,12 @@ __attribute__((always_inline)) static inline int cprof__probe8(uintptr_t addr) {
  * refused). For code and other memory outside the thread's own stack.
  * Async-signal-safe; preserves errno. */
 CPROF__HIDDEN int cprof__safe_read(uintptr_t addr, void *out, size_t len);
+
+/* The same, for a caller that knows the process's id (pid; 0 when it does
+ * not): a collector that fork cannot copy midway saves the getpid system
+ * call every read would make. */
+CPROF__HIDDEN int cprof__safe_read_in(pid_t pid, uintptr_t addr, void *out,
+                                      size_t len);
 
 /* True when [addr, addr + 16) can be read without faulting. Signal-safe;
  * preserves errno. Costs one system call. */

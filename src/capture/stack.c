@@ -294,12 +294,16 @@ CPROF__SIGNAL_SAFE static int copy_more(cprof__stack_copy *c, uintptr_t upto) {
     remote[nv] = (struct iovec){(void *)a, next - a};
     a = next;
   }
-  long n = nv ? cprof__sys6(SYS_process_vm_readv,
-                            cprof__sys4(SYS_getpid, 0, 0, 0, 0), (long)local,
-                            nv, (long)remote, nv, 0L)
+  long pid = c->pid ? c->pid : cprof__sys4(SYS_getpid, 0, 0, 0, 0);
+  long n = nv ? cprof__sys6(SYS_process_vm_readv, pid, (long)local, nv,
+                            (long)remote, nv, 0L)
               : 0;
   if (n > 0) c->len += (size_t)n;
   if (c->lo + c->len < upto) {
+    /* Cut short by an unreadable page (not by the end of the copy's
+     * room): a word there is not worth a system call of its own. */
+    if ((n >= 0 && (uintptr_t)n < end - from) || n == -EFAULT)
+      c->bad_page = (c->lo + c->len) & ~(CPROF__PAGE - 1);
     c->cap = c->len;
     return 0;
   }
@@ -319,7 +323,9 @@ view_read(stack_view *v, uintptr_t floor, uintptr_t addr, uintptr_t *out) {
       memcpy(out, (const unsigned char *)c->data + (addr - c->lo), 8);
       return 1;
     }
-    return cprof__safe_read(addr, out, 8);
+    if (c && c->bad_page && (addr & ~(CPROF__PAGE - 1)) == c->bad_page)
+      return 0;
+    return cprof__safe_read_in(c ? c->pid : 0, addr, out, 8);
   }
   if (v->known) {
     if (addr + 8 > v->hi) return 0;
@@ -492,44 +498,91 @@ CPROF__SIGNAL_SAFE static int find_rule(const cprof__cfi_index *idx, uintptr_t p
 #define RECOVER_SCAN ((uintptr_t)32 << 10)
 
 #if defined(__x86_64__)
-CPROF__SIGNAL_SAFE static uintptr_t call_target(uintptr_t ret);
+CPROF__SIGNAL_SAFE static uintptr_t call_target(pid_t pid, uintptr_t ret,
+                                                const unsigned char *b,
+                                                uintptr_t *slot);
+CPROF__SIGNAL_SAFE static int read_word(pid_t pid, uintptr_t addr,
+                                        uintptr_t *out);
 
 /* Whether ret is a return address: inside a loaded object's code (when
  * there are tables to say so) and right after a call instruction, direct
  * (E8 rel32, or FF 15 through a pointer slot: *target gets what it calls)
  * or indirect (FF /2, 2 to 7 bytes: *target = 0). The code is read by the
- * fault-free reader; a remote walk's answers are cached (stacks repeat). */
-CPROF__SIGNAL_SAFE static int after_call_read(const cprof__cfi_index *idx, uintptr_t ret,
-                           uintptr_t *target);
+ * fault-free reader; a remote walk's answers are cached (stacks repeat).
+ * *lasting says whether the answer was read whole from a loaded object's
+ * code (it holds until the tables change), *slot where the target was
+ * read from (0 when not from a pointer slot). */
+CPROF__SIGNAL_SAFE static int after_call_read(pid_t pid,
+                                              const cprof__cfi_index *idx,
+                                              uintptr_t ret, uintptr_t *target,
+                                              uintptr_t *slot, int *lasting);
 
 CPROF__SIGNAL_SAFE static int after_call(const stack_view *v, const cprof__cfi_index *idx,
                       uintptr_t ret, uintptr_t *target) {
   cprof__call_cache *cc = v->is_remote && v->remote ? v->remote->calls : NULL;
-  if (!cc) return after_call_read(idx, ret, target);
+  pid_t pid = v->is_remote && v->remote ? v->remote->pid : 0;
+  uintptr_t slot;
+  int lasting;
+  if (!cc) return after_call_read(pid, idx, ret, target, &slot, &lasting);
+  /* Answers about code hold while the tables do: a new generation means
+   * objects were loaded or unloaded, and other code may lie at ret. */
+  uint64_t gen = cprof__cfi_generation();
+  if (cc->gen != gen) {
+    memset(cc->kind, 0, sizeof cc->kind);
+    cc->gen = gen;
+  }
   size_t i = (size_t)((ret * 0x9e3779b97f4a7c15ull) >> 55) &
              (CPROF__CALL_CACHE - 1);
   if (cc->kind[i] && cc->ret[i] == ret) {
-    *target = cc->target[i];
-    return cc->kind[i] == 2;
+    if (cc->round_of[i] == cc->round) {
+      *target = cc->target[i];
+      return cc->kind[i] == 2;
+    }
+    /* From an earlier round: the code's answer stands; a target read
+     * through a pointer slot is read again (the program may rebind it). */
+    uintptr_t t;
+    if (cc->lasting[i] && (!cc->slot[i] || read_word(pid, cc->slot[i], &t))) {
+      if (cc->slot[i]) cc->target[i] = t;
+      cc->round_of[i] = cc->round;
+      *target = cc->target[i];
+      return cc->kind[i] == 2;
+    }
   }
-  int ok = after_call_read(idx, ret, target);
+  /* A word that is no return address by where it points (most of those a
+   * frame-record search meets) costs no read: it is not stored over one
+   * that did. */
+  if (ret < CPROF__MIN_RETURN ||
+      (idx && !cprof__cfi_code_range(idx, ret - 1, NULL, NULL)))
+    return 0;
+  int ok = after_call_read(pid, idx, ret, target, &slot, &lasting);
   cc->ret[i] = ret;
   cc->target[i] = ok ? *target : 0;
+  cc->slot[i] = ok ? slot : 0;
+  cc->lasting[i] = (uint8_t)lasting;
+  cc->round_of[i] = cc->round;
   cc->kind[i] = ok ? 2 : 1;
   return ok;
 }
 
-CPROF__SIGNAL_SAFE static int after_call_read(const cprof__cfi_index *idx, uintptr_t ret,
-                           uintptr_t *target) {
+CPROF__SIGNAL_SAFE static int after_call_read(pid_t pid,
+                                              const cprof__cfi_index *idx,
+                                              uintptr_t ret, uintptr_t *target,
+                                              uintptr_t *slot, int *lasting) {
   unsigned char c[8]; /* c[8 - k] is the byte at ret - k */
+  *slot = 0;
+  *lasting = 0;
   if (ret < CPROF__MIN_RETURN) return 0;
   if (idx && !cprof__cfi_code_range(idx, ret - 1, NULL, NULL)) return 0;
-  if (!cprof__safe_read(ret - 8, c, sizeof c)) return 0;
+  if (!cprof__safe_read_in(pid, ret - 8, c, sizeof c)) return 0;
   *target = 0;
+  *lasting = idx != NULL;
   /* call rel32, or call *disp32(%rip) (through the GOT, -fno-plt): both
    * name their target. */
   if (c[8 - 5] == 0xe8 || (c[8 - 6] == 0xff && c[8 - 5] == 0x15)) {
-    *target = call_target(ret);
+    *target = call_target(pid, ret, c, slot);
+    /* A PLT stub that could not be read whole: its target is not final. */
+    if (*target == 0 || (c[8 - 5] == 0xe8 && *slot == 1)) *lasting = 0;
+    if (*slot == 1) *slot = 0;
     return *target != 0;
   }
   for (int len = 2; len <= 7; len++)
@@ -777,43 +830,69 @@ size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp, uintptr_t fp,
 
 #if defined(__x86_64__)
 /* Reads the 8 bytes at addr, which may be code of a library another thread
- * is unloading: cprof__safe_read copies it or fails, never faults. */
-CPROF__SIGNAL_SAFE static int read_word(uintptr_t addr, uintptr_t *out) {
-  return cprof__safe_read(addr, out, sizeof *out);
+ * is unloading: cprof__safe_read copies it or fails, never faults. pid is
+ * the process's, or 0 (see cprof__safe_read_in). */
+CPROF__SIGNAL_SAFE static int read_word(pid_t pid, uintptr_t addr,
+                                        uintptr_t *out) {
+  return cprof__safe_read_in(pid, addr, out, sizeof *out);
 }
 
 /* The function a call instruction ending at ret calls: a direct call
  * (E8 rel32, through a PLT stub when the stub's jump can be read) or a call
- * through a rip-relative pointer (FF 15 disp32, as -fno-plt emits). 0 when
- * the bytes before ret are not such a call. */
-CPROF__SIGNAL_SAFE static uintptr_t call_target(uintptr_t ret) {
-  uintptr_t before, target;
-  if (!read_word(ret - 8, &before)) return 0;
-  const unsigned char *b = (const unsigned char *)&before; /* b[7] = ret-1 */
+ * through a rip-relative pointer (FF 15 disp32, as -fno-plt emits). b is
+ * the 8 bytes before ret. *slot is where a target read from a pointer slot
+ * came from (its value may change: a lazily bound or rebound GOT entry),
+ * 0 when the target is in the code itself, 1 when a PLT stub's bytes could
+ * not be read (the target named is the stub). 0 when the bytes before ret
+ * are not such a call. */
+CPROF__SIGNAL_SAFE static uintptr_t call_target(pid_t pid, uintptr_t ret,
+                                                const unsigned char *b,
+                                                uintptr_t *slot) {
+  uintptr_t target;
   int32_t disp;
+  *slot = 0;
   if (b[3] == 0xe8) {
     memcpy(&disp, b + 4, 4);
     target = ret + (uintptr_t)(intptr_t)disp;
-    /* A PLT stub: [endbr64] [bnd] jmp *disp32(%rip). */
-    uintptr_t stub;
-    if (!read_word(target, &stub)) return target;
-    const unsigned char *c = (const unsigned char *)&stub;
+    /* A PLT stub: [endbr64] [bnd] jmp *disp32(%rip), at most 12 bytes,
+     * read at once (or 8, then the rest, at the end of a mapping). */
+    unsigned char c[16];
+    size_t got = 16;
+    if (!cprof__safe_read_in(pid, target, c, got)) {
+      got = 8;
+      if (!cprof__safe_read_in(pid, target, c, got)) {
+        *slot = 1;
+        return target;
+      }
+    }
     size_t at = 0;
     if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa) at = 4;
     if (c[at] == 0xf2) at++;
     if (at + 2 <= 8 && c[at] == 0xff && c[at + 1] == 0x25) {
-      uintptr_t tail, slot;
-      if (!read_word(target + at + 2, &tail)) return target;
-      memcpy(&disp, &tail, 4);
-      if (read_word(target + at + 6 + (uintptr_t)(intptr_t)disp, &slot))
-        return slot;
+      uintptr_t tail, value;
+      if (at + 6 <= got) {
+        memcpy(&disp, c + at + 2, 4);
+      } else if (read_word(pid, target + at + 2, &tail)) {
+        memcpy(&disp, &tail, 4);
+      } else {
+        *slot = 1;
+        return target;
+      }
+      uintptr_t where = target + at + 6 + (uintptr_t)(intptr_t)disp;
+      if (read_word(pid, where, &value)) {
+        *slot = where;
+        return value;
+      }
+      *slot = 1;
     }
     return target;
   }
   if (b[1] == 0xff && b[2] == 0x15) {
     memcpy(&disp, b + 3, 4);
-    uintptr_t slot;
-    return read_word(ret + (uintptr_t)(intptr_t)disp, &slot) ? slot : 0;
+    uintptr_t where = ret + (uintptr_t)(intptr_t)disp, value;
+    if (!read_word(pid, where, &value)) return 0;
+    *slot = where;
+    return value;
   }
   return 0;
 }
@@ -834,11 +913,14 @@ CPROF__SIGNAL_SAFE CPROF__NO_SANITIZE_MEM static uintptr_t leaf_return(uintptr_t
   if (sp & 7) return 0;
   if (hi != 0 && sp >= lo && sp + 8 <= hi) {
     ret = *(const uintptr_t *)sp;
-  } else if (!read_word(sp, &ret)) {
+  } else if (!read_word(0, sp, &ret)) {
     return 0;
   }
   if (ret < CPROF__MIN_RETURN) return 0;
-  uintptr_t target = call_target(ret);
+  unsigned char b[8];
+  uintptr_t slot;
+  if (!cprof__safe_read(ret - 8, b, sizeof b)) return 0;
+  uintptr_t target = call_target(0, ret, b, &slot);
   if (target == 0 || target > pc || pc - target > CPROF__STACK_MAX_STEP)
     return 0;
   return ret;

@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/types.h>
 
 #include "base/internal.h"
 
@@ -42,12 +44,35 @@ CPROF__HIDDEN size_t cprof__stack_walk_from(uintptr_t pc, uintptr_t fp,
                                             size_t max);
 
 /* What call instruction precedes a return address, remembered across the
- * walks of one collection (stacks repeat): direct-mapped by address. */
+ * walks of one collector (stacks repeat, from one collection to the
+ * next): direct-mapped by address. An answer read from a loaded object's
+ * code holds as long as the unwind tables' generation it was read in
+ * (cprof__cfi_generation: a new one means objects were loaded or
+ * unloaded, and all answers go); one about code the tables do not know
+ * (a JIT's, which may rewrite it) holds for the current round only, and
+ * a target read from a pointer slot (a PLT stub's, or -fno-plt's GOT
+ * entry, which the program may rebind) is read again, one word, once a
+ * round. The owner zeroes it once and calls cprof__call_cache_round at
+ * the start of each round of walks (a collection); it is not shared
+ * between threads. */
 #define CPROF__CALL_CACHE 512
 typedef struct cprof__call_cache {
   uintptr_t ret[CPROF__CALL_CACHE], target[CPROF__CALL_CACHE];
+  uintptr_t slot[CPROF__CALL_CACHE]; /* where target was read, or 0 */
+  uint32_t round_of[CPROF__CALL_CACHE]; /* the round it was last checked */
   uint8_t kind[CPROF__CALL_CACHE]; /* 0 empty, 1 no call, 2 a call */
+  uint8_t lasting[CPROF__CALL_CACHE]; /* read from a loaded object's code */
+  uint64_t gen;   /* the unwind tables' generation of the answers */
+  uint32_t round; /* the current round, counted from 1 */
 } cprof__call_cache;
+
+/* Starts a round of walks with cache (see above). */
+static inline void cprof__call_cache_round(cprof__call_cache *cache) {
+  if (++cache->round == 0) { /* wrapped: no old round may match */
+    memset(cache->kind, 0, sizeof cache->kind);
+    cache->round = 1;
+  }
+}
 
 /* Another thread's stack as the walk reads it: [lo, lo + len) of it is
  * copied into data, which has room for cap bytes; the walk copies more,
@@ -70,6 +95,12 @@ typedef struct cprof__stack_copy {
    * walks again, with fs, or with fs 0 and first_pass 0 to search
    * without it). */
   int first_pass;
+  /* The process's id, when the caller has it (0: asked of the kernel at
+   * each read): a collector under a lock fork also takes. */
+  pid_t pid;
+  /* The walk's own: the page where copying stopped at an unreadable one
+   * (0: none), so that words there are not asked for again one by one. */
+  uintptr_t bad_page;
 } cprof__stack_copy;
 
 /* Walks a stack that is not the caller's: a thread stopped in the kernel,

@@ -68,7 +68,7 @@ char cprof__task_state(int dirfd, pid_t tid, char *name, size_t size) {
   char path[64], buf[512];
   if (name && size) name[0] = '\0';
   task_file(path, sizeof path, dirfd, tid, "stat");
-  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0) return '?';
+  if (cprof__proc_read_line(dirfd, path, buf, sizeof buf) <= 0) return '?';
   /* "TID (COMM) S ...": the name may hold ')' and spaces, so it ends at
    * the last ')'. */
   const char *open = strchr(buf, '(');
@@ -86,7 +86,7 @@ char cprof__task_state(int dirfd, pid_t tid, char *name, size_t size) {
 long cprof__task_age_ms(int dirfd, pid_t tid) {
   char path[64], buf[512];
   task_file(path, sizeof path, dirfd, tid, "stat");
-  if (cprof__proc_read(dirfd, path, buf, sizeof buf) < 0) return -1;
+  if (cprof__proc_read_line(dirfd, path, buf, sizeof buf) < 0) return -1;
   const char *p = strrchr(buf, ')'); /* the name may hold spaces */
   if (!p) return -1;
   unsigned long long start = 0;
@@ -106,7 +106,7 @@ long long cprof__task_cpu_ns(int dirfd, pid_t tid) {
   char path[64], buf[128];
   task_file(path, sizeof path, dirfd, tid, "schedstat");
   unsigned long long on_cpu;
-  if (cprof__proc_read(dirfd, path, buf, sizeof buf) <= 0 ||
+  if (cprof__proc_read_line(dirfd, path, buf, sizeof buf) <= 0 ||
       sscanf(buf, "%llu", &on_cpu) != 1 || on_cpu > (unsigned long long)LLONG_MAX)
     return -1;
   return (long long)on_cpu;
@@ -123,7 +123,7 @@ int cprof__task_read(int dirfd, pid_t tid, cprof__task *out) {
   out->state = '?';
   out->nr = -1;
   task_file(path, sizeof path, dirfd, tid, "syscall");
-  ssize_t got = cprof__proc_read(dirfd, path, buf, sizeof buf);
+  ssize_t got = cprof__proc_read_line(dirfd, path, buf, sizeof buf);
   if (got <= 0) {
     if (got == 0 || (errno != EACCES && errno != EPERM)) return -1;
     out->state = cprof__task_state(dirfd, tid, NULL, 0);

@@ -123,6 +123,12 @@ static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int signo;          /* 0 until set up */
 static cprof__thread_sample_stats last_stats; /* under collect_lock */
 static int64_t perf_total, signalled_total; /* under collect_lock */
+/* What precedes the return addresses the walks met, kept from one
+ * collection to the next (stacks repeat): most return addresses a
+ * collection checks, an earlier one checked, and each check is one to
+ * four system calls. Valid per generation of the unwind tables
+ * (stack.h); under collect_lock. */
+static cprof__call_cache calls;
 /* Signals that, by the handler's reading of what they interrupted, cut a
  * system call short (see check_interrupted). */
 static _Atomic int64_t interrupted_calls;
@@ -272,7 +278,7 @@ typedef struct collection {
   cprof__thread_sample_stats st;
   int dirfd;            /* /proc/self/task */
   unsigned char *copy;  /* STACK_COPY bytes for a blocked thread's stack */
-  cprof__call_cache *calls; /* shared by the collection's walks */
+  cprof__call_cache *calls; /* shared by the walks, kept across collections */
   struct {
     pid_t tid;
     char state;
@@ -400,7 +406,7 @@ static int read_thread(collection *c, pid_t tid, const cprof__task *t,
                        char state, long nr) {
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {c->copy, t->sp, 0, c->copy ? STACK_COPY : 0,
-                            c->calls, 0, 0, 0, 0};
+                            c->calls, 0, 0, 0, 0, c->pid, 0};
   size_t n = walk_other(c, t->pc, t->sp, 0, t->nr >= 0, &copy, pcs);
   return add_record(c, tid, pcs, n, state, GOT_READ, nr);
 }
@@ -411,7 +417,7 @@ static int sampled_thread(collection *c, pid_t tid, const cprof__task_regs *r,
                           char state) {
   uintptr_t pcs[CPROF__STACK_BUF];
   cprof__stack_copy copy = {(void *)r->stack, r->sp, r->stack_len,
-                            r->stack_len, c->calls, 0, 0, 0, 0};
+                            r->stack_len, c->calls, 0, 0, 0, 0, c->pid, 0};
   size_t n = walk_other(c, r->pc, r->sp, r->fp, 0, &copy, pcs);
   c->st.perf_answered++;
   return add_record(c, tid, pcs, n, state, GOT_ANSWER, -1);
@@ -706,16 +712,17 @@ static int collect(cprof__records *out, bool sampler, int64_t wait_ns) {
   c.pid = getpid();
   c.dirfd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   c.copy = cprof__malloc(STACK_COPY);
-  c.calls = cprof__calloc(1, sizeof *c.calls);
+  c.calls = &calls;
+  cprof__call_cache_round(c.calls);
   c.starts = cprof__calloc(START_MEMO, sizeof *c.starts);
-  int err = c.dirfd < 0 ? CPROF_ESYS : list_threads(&tids, &ntids);
+  int err = c.dirfd < 0 ? CPROF_ESYS
+                         : cprof__proc_tids_at(c.dirfd, &tids, &ntids);
   pid_t self = cprof__sys_gettid();
   for (size_t i = 0; !err && i < ntids; i++)
     err = one_thread(&c, tids[i], self);
   if (!err && c.npending) err = ask_pending(&c);
   if (c.dirfd >= 0) close(c.dirfd);
   cprof__free(c.copy);
-  cprof__free(c.calls);
   cprof__free(c.starts);
   c.st.total_ns = cprof__mono_ns() - t0;
   c.st.interrupted = atomic_load(&interrupted_calls);
