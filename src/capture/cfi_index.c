@@ -303,9 +303,7 @@ typedef struct {
  * unreadable pages (a truncated library) is its process's alone.
  */
 
-/* The GNU build ID of the object info describes, read from its notes in
- * memory (fault-free), as lower-case hex into out: false without one. */
-static bool object_build_id(const struct dl_phdr_info *info, char *out,
+bool cprof__object_build_id(const struct dl_phdr_info *info, char *out,
                             size_t cap) {
   for (size_t i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -354,7 +352,7 @@ static int own_tag_cb(struct dl_phdr_info *info, size_t size, void *arg) {
         self - lo >= ph->p_memsz)
       continue;
     char id[2 * 64 + 1];
-    if (object_build_id(info, id, sizeof id)) {
+    if (cprof__object_build_id(info, id, sizeof id)) {
       snprintf(own_tag, sizeof own_tag, "cfi 1 %s", id);
       own_tag_state = 1;
     }
@@ -574,7 +572,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
     } else {
       int64_t t0 = cprof__mono_ns();
       char id[2 * 64 + 1];
-      bool has_id = ctx->use_cache && object_build_id(info, id, sizeof id);
+      bool has_id = ctx->use_cache && cprof__object_build_id(info, id, sizeof id);
       o->table = has_id ? cached_table(id, d.hdr) : NULL;
       int rc = 0;
       if (o->table) {
@@ -815,3 +813,13 @@ int cprof__cfi_objects(int (*fn)(const cprof__cfi_object_info *, void *),
   unlock_writer();
   return rc;
 }
+
+#if !defined(__x86_64__)
+bool cprof__object_build_id(const struct dl_phdr_info *info, char *out,
+                            size_t cap) {
+  (void)info;
+  (void)out;
+  (void)cap;
+  return false;
+}
+#endif

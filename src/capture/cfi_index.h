@@ -15,6 +15,15 @@
 
 #include "capture/cfi.h"
 
+struct dl_phdr_info;
+
+/* The GNU build ID of the loaded object info describes (from a
+ * dl_iterate_phdr callback), read from its notes in memory with the
+ * fault-free reader, as lower-case hex into out (cap bytes): false
+ * without one. Normal context. */
+CPROF__HIDDEN bool cprof__object_build_id(const struct dl_phdr_info *info,
+                                          char *out, size_t cap);
+
 /* Figures for documentation and benchmarks, over the current index. */
 typedef struct cprof__cfi_stats_t {
   size_t objects;         /* objects with a table */

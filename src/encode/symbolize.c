@@ -49,6 +49,7 @@
 #include "base/mem.h"
 #include "capture/saferead.h"
 #include "capture/cfi.h"
+#include "capture/cfi_index.h"
 #include "capture/stack.h"
 #include "encode/perfmap.h"
 #include "encode/symbolize.h"
@@ -146,6 +147,7 @@ static struct {
   cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
   struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
   struct sym_object *objects;  /* the symbol cache's, one per build ID */
+  bool session_tried; /* the session was opened, or could not be */
   /* An image resolved offline (cprof__sym_scan_image): "memory" is read
    * from its loadable segments, never from the process. */
   const unsigned char *image;
@@ -823,6 +825,7 @@ static void drop_state(void) {
   cprof__hmap_free(&S.callees);
   S.hdr_copies = NULL;
   S.stale = 0;
+  S.session_tried = false;
 }
 
 /* Forgets every name given so far (JIT code moved, or its names changed);
@@ -893,6 +896,7 @@ static bool open_session(void) {
 static void fill_build_ids(void) {
   for (size_t i = 0; S.dwfl && i < S.nmaps; i++) {
     cprof__sym_mapping *m = &S.maps[i];
+    if (m->build_id[0]) continue; /* read from the loaded object's notes */
     Dwfl_Module *mod = libdw.dwfl_addrmodule(S.dwfl, m->start);
     Dwarf_Addr bias;
     const unsigned char *bits;
@@ -906,6 +910,42 @@ static void fill_build_ids(void) {
       snprintf(hex + 2 * j, 3, "%02x", bits[j]);
     m->build_id = hex;
   }
+}
+
+/* Each mapping of a loaded object's code gets the object's build ID from
+ * its notes in memory (what the loader mapped), without libdw: a profile
+ * whose addresses the symbol cache names needs no session at all. */
+static int loader_ids_cb(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  (void)data;
+  char id[2 * 64 + 1];
+  bool have = false;
+  for (size_t i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+    if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X)) continue;
+    /* The mappings are the segment's pages. */
+    uint64_t lo = ((uint64_t)info->dlpi_addr + ph->p_vaddr) & ~(uint64_t)4095;
+    uint64_t hi = ((uint64_t)info->dlpi_addr + ph->p_vaddr + ph->p_memsz +
+                   4095) & ~(uint64_t)4095;
+    for (size_t j = 0; j < S.nmaps; j++) {
+      cprof__sym_mapping *m = &S.maps[j];
+      if (m->anon || m->build_id[0] || m->start < lo || m->limit > hi)
+        continue;
+      if (!have && !(have = cprof__object_build_id(info, id, sizeof id)))
+        return 0;
+      const char *copy = intern(id);
+      if (copy) m->build_id = copy;
+    }
+  }
+  return 0;
+}
+
+static void fill_build_ids_from_loader(void) {
+  cprof__guard_enter();
+  cprof__lock(&loader_mu);
+  dl_iterate_phdr(loader_ids_cb, NULL);
+  cprof__unlock(&loader_mu);
+  cprof__guard_exit();
 }
 
 /* The signature of the current executable mappings. */
@@ -1188,6 +1228,7 @@ int cprof__sym_refresh(void) {
         cprof__guard_enter();
         fill_build_ids();
         cprof__guard_exit();
+        if (loader) fill_build_ids_from_loader();
         cprof_buf_free(&S.anon_signature);
         S.anon_signature = anon;
         anon = (cprof_buf){0};
@@ -1210,9 +1251,12 @@ int cprof__sym_refresh(void) {
   err = collect_maps(text, len);
   if (err) goto out;
   S.ready = true;
-  /* The first session loads libdw and libelf, which changes the maps. */
+  /* The first refresh loads libdw and libelf, which changes the maps. The
+   * session is opened when an address the symbol cache does not name is
+   * looked up (ensure_session); without the loader (a final dump that
+   * interrupted it), now, as libdw is then all there is. */
   bool loading = libdw_lib.state == 0;
-  if (!open_session()) {
+  if (!(loader ? load_libdw() : open_session())) {
     /* The mapping list stands; lookups find no names, and the next refresh
      * tries again. */
     err = CPROF_ESYMBOLS;
@@ -1245,6 +1289,7 @@ int cprof__sym_refresh(void) {
   }
   cprof_buf_free(&after);
   cprof__free(text2);
+  if (loader) fill_build_ids_from_loader();
 
 out:
   if (err && !S.ready) drop_state();
@@ -1994,7 +2039,7 @@ static int mapping_of(uintptr_t pc) {
  * a build ID). */
 static const char *cache_tag(void) {
   static char tag[2 * 64 + 64];
-  if (!S.dwfl || S.image || !cprof__cachedir_on()) return NULL;
+  if (!S.ready || S.image || !cprof__cachedir_on()) return NULL;
   const uintptr_t self = (uintptr_t)cprof__sym_lookup;
   for (size_t i = 0; i < S.nmaps; i++) {
     const cprof__sym_mapping *m = &S.maps[i];
@@ -2132,6 +2177,24 @@ void cprof__sym_save(void) {
   cprof__guard_exit();
 }
 
+/* Opens the session for the snapshot, once: for the first address the
+ * symbol cache does not name. The caller holds the guard. */
+static void ensure_session(void) {
+  if (S.dwfl || !S.ready || S.session_tried || S.image) return;
+  S.session_tried = true;
+  open_session();
+}
+
+/* Whether pc lies in code of an object the loader mapped (the unwind
+ * tables' index says), where the symbol cache keys it by file offset:
+ * not a second mapping of a file, not a JIT's. */
+static bool loader_mapped(uintptr_t pc) {
+  const cprof__cfi_index *idx = cprof__cfi_read_begin();
+  bool in = idx && cprof__cfi_code_range(idx, pc, NULL, NULL);
+  cprof__cfi_read_end(idx);
+  return in;
+}
+
 const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   /* One slot per synthetic pc, so results for different ones coexist. */
   static cprof__sym_result synthetic[CPROF__PC_SYNTHETIC_MAX + 1];
@@ -2157,11 +2220,15 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   memset(r, 0, sizeof *r);
   r->mapping = mapping_of(pc);
   cprof__guard_enter();
-  uintptr_t at = loader_address(r->mapping, pc);
-  sym_object *o = at == pc ? cache_object(r->mapping, cache_tag()) : NULL;
+  sym_object *o = r->mapping >= 0 && loader_mapped(pc)
+                      ? cache_object(r->mapping, cache_tag())
+                      : NULL;
   uint64_t off =
       o ? pc - S.maps[r->mapping].start + S.maps[r->mapping].offset : 0;
   if (!o || !cached_result(o, off, pc, r)) {
+    ensure_session();
+    uintptr_t at = loader_address(r->mapping, pc);
+    if (at != pc) o = NULL;
     resolve(r, at);
     if (r->nframes == 0 && (r->mapping < 0 || S.maps[r->mapping].anon))
       resolve_jit(r, pc);
