@@ -339,9 +339,14 @@ cprof__pprof *cprof__pprof_new(const cprof_sink *sink, bool gzip) {
   p->z.avail_out = OUT_CAP;
   if (gzip) {
     /* windowBits 15 + 16 asks for a gzip header and trailer, which is what
-     * pprof expects of a profile file; level 6 is zlib's usual balance. */
+     * pprof expects of a profile file; level 6 is zlib's usual balance.
+     * memLevel 5, not zlib's 8: a hash table of 8 KiB instead of 64, which
+     * every profile clears and a fork child's first profile faults in (0.8
+     * ms of such a child's exit dump); profiles of tens of KiB compress as
+     * small or smaller (3,062 bytes against 3,080 for a 13,864-byte heap
+     * profile). */
     cprof__guard_enter();
-    int rc = deflateInit2(&p->z, 6, Z_DEFLATED, 15 + 16, 8,
+    int rc = deflateInit2(&p->z, 6, Z_DEFLATED, 15 + 16, 5,
                           Z_DEFAULT_STRATEGY);
     cprof__guard_exit();
     if (rc != Z_OK) goto fail;
