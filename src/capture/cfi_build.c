@@ -27,7 +27,10 @@
  * Every loop is bounded by the bytes it consumes, and the instructions
  * interpreted in all by twice the image's size (records can overlap).
  */
+#include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "base/mem.h"
 #include "capture/cfi_build.h"
@@ -1055,6 +1058,7 @@ static int table_make(const cprof__cfi_rule *rules_in, size_t nrules,
   t->nrows = (uint32_t)nrows;
   t->nrules = (uint32_t)nrules;
   t->bytes = bytes;
+  t->mapped = false;
   t->eh_bytes = eh_bytes;
   t->fdes = fdes;
   t->fdes_bad = fdes_bad;
@@ -1110,7 +1114,12 @@ int cprof__cfi_table_build(const uint8_t *img, size_t len, size_t hdr_off,
   return rc;
 }
 
-void cprof__cfi_table_free(cprof__cfi_table *t) { cprof__free(t); }
+void cprof__cfi_table_free(cprof__cfi_table *t) {
+  if (t && t->mapped)
+    munmap(t, t->bytes);
+  else
+    cprof__free(t);
+}
 
 size_t cprof__cfi_table_rows(const cprof__cfi_table *t) {
   return t ? t->nrows : 0;
@@ -1190,59 +1199,115 @@ static bool rule_ok(const cprof__cfi_rule *r) {
   return r->fp_saved <= 1 && (r->fp_saved || !r->fp_off);
 }
 
+/* The header of an entry: its layout checked against hdr, tag and the
+ * entry's length len; *at gets where the rules start. */
+static bool header_ok(const table_header *h, const unsigned char *tag_bytes,
+                      size_t len, uint64_t hdr, const char *tag, size_t *at) {
+  size_t tag_len = strlen(tag);
+  if (memcmp(h->magic, TABLE_MAGIC, sizeof h->magic) != 0 || h->hdr != hdr ||
+      h->tag_len != tag_len || h->zero || h->nrows == 0 || h->nrules == 0 ||
+      h->nrules > (uint32_t)UINT16_MAX + 1 || h->nrows > (uint32_t)INT32_MAX ||
+      h->eh_bytes > SIZE_MAX || h->fdes > SIZE_MAX || h->fdes_bad > SIZE_MAX)
+    return false;
+  *at = sizeof *h + tag_len + (4 - tag_len % 4) % 4;
+  /* Each count is below 2^31, so the sum cannot overflow. */
+  size_t need = *at + (size_t)h->nrules * sizeof(cprof__cfi_rule) +
+                (size_t)h->nrows * (sizeof(uint32_t) + sizeof(uint16_t));
+  return need == len && (!tag_bytes || memcmp(tag_bytes, tag, tag_len) == 0);
+}
+
+/* Fills t's header from h, its arrays being in place after it, and checks
+ * every rule and row: false when one is not what a build makes. */
+static bool body_ok(cprof__cfi_table *t, const table_header *h, size_t bytes) {
+  cprof__cfi_rule *r = (cprof__cfi_rule *)(t + 1);
+  uint32_t *pc = (uint32_t *)(r + h->nrules);
+  uint16_t *ri = (uint16_t *)(pc + h->nrows);
+  bool ok = true;
+  for (uint32_t i = 0; ok && i < h->nrules; i++) ok = rule_ok(&r[i]);
+  for (uint32_t i = 0; ok && i < h->nrows; i++)
+    ok = ri[i] < h->nrules && (i == 0 || pc[i] > pc[i - 1]);
+  /* The last row ends the table: no rule past it. */
+  if (ok) ok = r[ri[h->nrows - 1]].kind == CPROF__CFI_NONE;
+  t->nrows = h->nrows;
+  t->nrules = h->nrules;
+  t->bytes = bytes;
+  t->eh_bytes = (size_t)h->eh_bytes;
+  t->fdes = (size_t)h->fdes;
+  t->fdes_bad = (size_t)h->fdes_bad;
+  t->pc = pc;
+  t->rule = ri;
+  t->rules = r;
+  return ok;
+}
+
+static size_t table_bytes(const table_header *h) {
+  return sizeof(cprof__cfi_table) + (size_t)h->nrules * sizeof(cprof__cfi_rule) +
+         (size_t)h->nrows * (sizeof(uint32_t) + sizeof(uint16_t));
+}
+
 int cprof__cfi_table_load(const void *data, size_t len, uint64_t hdr,
                           const char *tag, cprof__cfi_table **out) {
   *out = NULL;
   const unsigned char *p = data;
   table_header h;
-  size_t tag_len = strlen(tag);
+  size_t at;
   if (!p || len < sizeof h) return CPROF_EINVAL;
   memcpy(&h, p, sizeof h);
-  if (memcmp(h.magic, TABLE_MAGIC, sizeof h.magic) != 0 || h.hdr != hdr ||
-      h.tag_len != tag_len || h.zero || h.nrows == 0 || h.nrules == 0 ||
-      h.nrules > (uint32_t)UINT16_MAX + 1 || h.nrows > (uint32_t)INT32_MAX ||
-      h.eh_bytes > SIZE_MAX || h.fdes > SIZE_MAX || h.fdes_bad > SIZE_MAX)
+  if (len - sizeof h < h.tag_len ||
+      !header_ok(&h, p + sizeof h, len, hdr, tag, &at))
     return CPROF_EINVAL;
-  size_t at = sizeof h + tag_len + (4 - tag_len % 4) % 4;
-  /* Each count is below 2^31, so the sum cannot overflow. */
-  size_t need = at + (size_t)h.nrules * sizeof(cprof__cfi_rule) +
-                (size_t)h.nrows * (sizeof(uint32_t) + sizeof(uint16_t));
-  if (need != len || memcmp(p + sizeof h, tag, tag_len) != 0)
-    return CPROF_EINVAL;
-  /* Copied out before they are checked: the bytes may be unaligned. */
-  const unsigned char *rules = p + at;
-  const unsigned char *pcs = rules + (size_t)h.nrules * sizeof(cprof__cfi_rule);
-  const unsigned char *ridx = pcs + (size_t)h.nrows * sizeof(uint32_t);
-  size_t bytes = sizeof(cprof__cfi_table) +
-                 (size_t)h.nrules * sizeof(cprof__cfi_rule) +
-                 (size_t)h.nrows * (sizeof(uint32_t) + sizeof(uint16_t));
+  size_t bytes = table_bytes(&h);
   cprof__cfi_table *t = cprof__malloc(bytes);
   if (!t) return CPROF_ENOMEM;
-  cprof__cfi_rule *r = (cprof__cfi_rule *)(t + 1);
-  uint32_t *pc = (uint32_t *)(r + h.nrules);
-  uint16_t *ri = (uint16_t *)(pc + h.nrows);
-  memcpy(r, rules, (size_t)h.nrules * sizeof *r);
-  memcpy(pc, pcs, (size_t)h.nrows * sizeof *pc);
-  memcpy(ri, ridx, (size_t)h.nrows * sizeof *ri);
-  bool ok = true;
-  for (uint32_t i = 0; ok && i < h.nrules; i++) ok = rule_ok(&r[i]);
-  for (uint32_t i = 0; ok && i < h.nrows; i++)
-    ok = ri[i] < h.nrules && (i == 0 || pc[i] > pc[i - 1]);
-  /* The last row ends the table: no rule past it. */
-  if (ok) ok = r[ri[h.nrows - 1]].kind == CPROF__CFI_NONE;
-  if (!ok) {
+  /* Copied before they are checked: the bytes may be unaligned. */
+  memcpy(t + 1, p + at, bytes - sizeof *t);
+  t->mapped = false;
+  if (!body_ok(t, &h, bytes)) {
     cprof__free(t);
     return CPROF_EINVAL;
   }
-  t->nrows = h.nrows;
-  t->nrules = h.nrules;
-  t->bytes = bytes;
-  t->eh_bytes = (size_t)h.eh_bytes;
-  t->fdes = (size_t)h.fdes;
-  t->fdes_bad = (size_t)h.fdes_bad;
-  t->pc = pc;
-  t->rule = ri;
-  t->rules = r;
+  *out = t;
+  return 0;
+}
+
+/* Reads n bytes at off of fd into buf. */
+static bool read_at(int fd, void *buf, size_t n, off_t off) {
+  unsigned char *b = buf;
+  while (n > 0) {
+    ssize_t got = pread(fd, b, n, off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    b += got;
+    n -= (size_t)got;
+    off += got;
+  }
+  return true;
+}
+
+int cprof__cfi_table_read(int fd, size_t len, uint64_t hdr, const char *tag,
+                          cprof__cfi_table **out) {
+  *out = NULL;
+  table_header h;
+  char tag_bytes[4096 + 4];
+  size_t at;
+  if (len < sizeof h || !read_at(fd, &h, sizeof h, 0) ||
+      h.tag_len > 4096 || !read_at(fd, tag_bytes, h.tag_len, sizeof h) ||
+      !header_ok(&h, (const unsigned char *)tag_bytes, len, hdr, tag, &at))
+    return CPROF_EINVAL;
+  /* The arrays are read straight into the table, a mapping populated in
+   * one call: a large table (a compiler's, 3 MB) would otherwise cost a
+   * page fault a page, twice (a buffer, then the table). */
+  size_t bytes = table_bytes(&h);
+  void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (m == MAP_FAILED) return CPROF_ENOMEM;
+  cprof__cfi_table *t = m;
+  t->mapped = true;
+  if (!read_at(fd, t + 1, bytes - sizeof *t, (off_t)at) ||
+      !body_ok(t, &h, bytes)) {
+    munmap(m, bytes);
+    return CPROF_EINVAL;
+  }
   *out = t;
   return 0;
 }

@@ -48,9 +48,11 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/cachedir.h"
 #include "base/fork.h"
@@ -378,11 +380,16 @@ static bool cache_usable(void) {
 static cprof__cfi_table *cached_table(const char *id, uint64_t hdr) {
   char name[2 * 64 + 8];
   snprintf(name, sizeof name, "%s.cfi", id);
-  cprof_buf buf = {0};
+  int d = cprof__cachedir_open();
+  if (d < 0) return NULL;
+  struct stat st;
+  int fd = cprof__cachedir_open_entry(d, name, &st);
+  close(d);
+  if (fd < 0) return NULL;
   cprof__cfi_table *t = NULL;
-  if (cprof__cachedir_read(name, MAX_TABLE_FILE, &buf))
-    (void)cprof__cfi_table_load(buf.data, buf.len, hdr, own_tag, &t);
-  cprof_buf_free(&buf);
+  if ((size_t)st.st_size <= MAX_TABLE_FILE)
+    (void)cprof__cfi_table_read(fd, (size_t)st.st_size, hdr, own_tag, &t);
+  close(fd);
   return t;
 }
 

@@ -887,8 +887,9 @@ CPROF__SIGNAL_SAFE static uintptr_t call_target(pid_t pid, uintptr_t ret,
     }
     return target;
   }
-  if (b[1] == 0xff && b[2] == 0x15) {
-    memcpy(&disp, b + 3, 4);
+  /* FF 15 disp32: six bytes, the opcode at ret - 6 (b[2]). */
+  if (b[2] == 0xff && b[3] == 0x15) {
+    memcpy(&disp, b + 4, 4);
     uintptr_t where = ret + (uintptr_t)(intptr_t)disp, value;
     if (!read_word(pid, where, &value)) return 0;
     *slot = where;
