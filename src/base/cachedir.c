@@ -261,14 +261,32 @@ static bool entry_name_ok(const char *name) {
              n - digits - 1;
 }
 
+bool cprof__cachedir_read_at(int fd, void *buf, size_t n, off_t off) {
+  unsigned char *b = buf;
+  while (n > 0) {
+    ssize_t got = pread(fd, b, n, off);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    b += got;
+    n -= (size_t)got;
+    off += got;
+  }
+  return true;
+}
+
+int cprof__cachedir_open_named(const char *name, struct stat *st) {
+  if (!cprof__cachedir_on() || !entry_name_ok(name)) return -1;
+  int d = cprof__cachedir_open();
+  if (d < 0) return -1;
+  int fd = cprof__cachedir_open_entry(d, name, st);
+  close(d);
+  return fd;
+}
+
 bool cprof__cachedir_read(const char *name, size_t max, cprof_buf *out) {
   out->len = 0;
-  if (!cprof__cachedir_on() || !entry_name_ok(name)) return false;
-  int d = cprof__cachedir_open();
-  if (d < 0) return false;
   struct stat st;
-  int fd = cprof__cachedir_open_entry(d, name, &st);
-  close(d);
+  int fd = cprof__cachedir_open_named(name, &st);
   if (fd < 0) return false;
   bool ok = (unsigned long long)st.st_size <= max;
   size_t len = ok ? (size_t)st.st_size : 0;
@@ -280,15 +298,9 @@ bool cprof__cachedir_read(const char *name, size_t max, cprof_buf *out) {
       out->cap = len;
     }
   }
-  while (ok && out->len < len) {
-    ssize_t r = pread(fd, out->data + out->len, len - out->len,
-                      (off_t)out->len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) ok = false;
-    else out->len += (size_t)r;
-  }
+  if (ok) ok = cprof__cachedir_read_at(fd, out->data, len, 0);
+  out->len = ok ? len : 0;
   close(fd);
-  if (!ok) out->len = 0;
   return ok;
 }
 

@@ -42,6 +42,16 @@ CPROF__HIDDEN const char *cprof__cachedir_path(void);
 CPROF__HIDDEN bool cprof__cachedir_read(const char *name, size_t max,
                                         cprof_buf *out);
 
+/* The entry name opened (read-only, marked used), its status in *st: -1
+ * when there is none of this user's within the bound, or no cache. */
+CPROF__HIDDEN int cprof__cachedir_open_named(const char *name,
+                                             struct stat *st);
+
+/* Reads all n bytes at off of fd into buf (retrying short reads and
+ * EINTR). */
+CPROF__HIDDEN bool cprof__cachedir_read_at(int fd, void *buf, size_t n,
+                                           off_t off);
+
 /* Puts data[0..len) in place of the entry name, as a temporary file
  * renamed over it (nothing when another process is writing it), then
  * keeps the bound. */

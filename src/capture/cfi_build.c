@@ -32,6 +32,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base/cachedir.h"
 #include "base/mem.h"
 #include "capture/cfi_build.h"
 
@@ -1270,28 +1271,14 @@ int cprof__cfi_table_load(const void *data, size_t len, uint64_t hdr,
   return 0;
 }
 
-/* Reads n bytes at off of fd into buf. */
-static bool read_at(int fd, void *buf, size_t n, off_t off) {
-  unsigned char *b = buf;
-  while (n > 0) {
-    ssize_t got = pread(fd, b, n, off);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    b += got;
-    n -= (size_t)got;
-    off += got;
-  }
-  return true;
-}
-
 int cprof__cfi_table_read(int fd, size_t len, uint64_t hdr, const char *tag,
                           cprof__cfi_table **out) {
   *out = NULL;
   table_header h;
   char tag_bytes[4096 + 4];
   size_t at;
-  if (len < sizeof h || !read_at(fd, &h, sizeof h, 0) ||
-      h.tag_len > 4096 || !read_at(fd, tag_bytes, h.tag_len, sizeof h) ||
+  if (len < sizeof h || !cprof__cachedir_read_at(fd, &h, sizeof h, 0) ||
+      h.tag_len > 4096 || !cprof__cachedir_read_at(fd, tag_bytes, h.tag_len, sizeof h) ||
       !header_ok(&h, (const unsigned char *)tag_bytes, len, hdr, tag, &at))
     return CPROF_EINVAL;
   /* The arrays are read straight into the table, a mapping populated in
@@ -1303,7 +1290,7 @@ int cprof__cfi_table_read(int fd, size_t len, uint64_t hdr, const char *tag,
   if (m == MAP_FAILED) return CPROF_ENOMEM;
   cprof__cfi_table *t = m;
   t->mapped = true;
-  if (!read_at(fd, t + 1, bytes - sizeof *t, (off_t)at) ||
+  if (!cprof__cachedir_read_at(fd, t + 1, bytes - sizeof *t, (off_t)at) ||
       !body_ok(t, &h, bytes)) {
     munmap(m, bytes);
     return CPROF_EINVAL;

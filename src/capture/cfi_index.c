@@ -380,11 +380,8 @@ static bool cache_usable(void) {
 static cprof__cfi_table *cached_table(const char *id, uint64_t hdr) {
   char name[2 * 64 + 8];
   snprintf(name, sizeof name, "%s.cfi", id);
-  int d = cprof__cachedir_open();
-  if (d < 0) return NULL;
   struct stat st;
-  int fd = cprof__cachedir_open_entry(d, name, &st);
-  close(d);
+  int fd = cprof__cachedir_open_named(name, &st);
   if (fd < 0) return NULL;
   cprof__cfi_table *t = NULL;
   if ((size_t)st.st_size <= MAX_TABLE_FILE)

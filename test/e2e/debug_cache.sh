@@ -17,9 +17,7 @@ if tsan_build "$orig"; then
 fi
 rt=$(preload_env "$orig" | sed 's#[^ ]*libcprof\.so##')
 
-mkdir -p "$TMP/a"
-objcopy --only-keep-debug --compress-debug-sections=zlib "$orig" "$TMP/a/prog.debug"
-objcopy --strip-debug --add-gnu-debuglink="$TMP/a/prog.debug" "$orig" "$TMP/a/prog"
+split_debug "$orig" "$TMP/a"
 readelf -SW "$TMP/a/prog.debug" >"$TMP/debug.sections" 2>/dev/null
 expect_match "$TMP/debug.sections" '\.debug_info .* C ' "the separate debug file's .debug_info is compressed"
 bid=$(readelf -n "$orig" | awk '/Build ID/ {print $3}')
@@ -63,11 +61,7 @@ as_addr2line first a "first run (writes the entry)" "$orig"
 
 # The original's compressed DWARF wrecked, its build ID kept: only the
 # inflated copy can name the lines now.
-read -r off size < <(sed -n 's/.* \.debug_info  *PROGBITS  *[0-9a-f]* \([0-9a-f]*\) \([0-9a-f]*\) .*/\1 \2/p' "$TMP/debug.sections")
-[ -n "$off" ] || fail "cannot find .debug_info in the debug file"
-off=$((16#$off)) size=$((16#$size))
-[ "$size" -gt 64 ] || fail ".debug_info is $size bytes"
-dd if=/dev/zero of="$TMP/a/prog.debug" bs=1 seek=$((off + 24)) count=$((size - 24)) conv=notrunc status=none
+wreck_debug_info "$TMP/a/prog.debug"
 inode=$(stat -c %i "$entry")
 touch -d '2 hours ago' "$entry"
 run second CPROF_DEBUG_CACHE="$cache"

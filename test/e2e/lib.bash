@@ -261,6 +261,27 @@ skip_check() {
   echo "skipped in part: $*" >>"$CPROFTEST_TMP/skips/$name"
 }
 
+# split_debug ORIGINAL DIR: DIR/prog, ORIGINAL without its DWARF and with
+# a .gnu_debuglink to DIR/prog.debug, which holds the DWARF compressed
+# (zlib), as distributions ship debug files.
+split_debug() {
+  mkdir -p "$2"
+  objcopy --only-keep-debug --compress-debug-sections=zlib "$1" "$2/prog.debug"
+  objcopy --strip-debug --add-gnu-debuglink="$2/prog.debug" "$1" "$2/prog"
+}
+
+# wreck_debug_info FILE: zeroes FILE's .debug_info after its compression
+# header, in place (its size and inode kept), so that it names no line.
+wreck_debug_info() {
+  local off size
+  read -r off size < <(readelf -SW "$1" 2>/dev/null |
+    sed -n 's/.* \.debug_info  *PROGBITS  *[0-9a-f]* \([0-9a-f]*\) \([0-9a-f]*\) .*/\1 \2/p')
+  [ -n "$off" ] || fail "cannot find .debug_info in $1"
+  off=$((16#$off)) size=$((16#$size))
+  [ "$size" -gt 64 ] || fail ".debug_info of $1 is $size bytes"
+  dd if=/dev/zero of="$1" bs=1 seek=$((off + 24)) count=$((size - 24)) conv=notrunc status=none
+}
+
 # as_addr2line NAME DIR LABEL ORIGINAL: every location of $TMP/NAME.cpu.raw
 # and $TMP/NAME.heap.raw (go tool pprof -raw -symbolize=none output of a
 # copy of ORIGINAL at $TMP/DIR/prog) is what addr2line -i gives for

@@ -19,9 +19,7 @@ if tsan_build "$orig"; then
 fi
 rt=$(preload_env "$orig" | sed 's#[^ ]*libcprof\.so##')
 
-mkdir -p "$TMP/a"
-objcopy --only-keep-debug --compress-debug-sections=zlib "$orig" "$TMP/a/prog.debug"
-objcopy --strip-debug --add-gnu-debuglink="$TMP/a/prog.debug" "$orig" "$TMP/a/prog"
+split_debug "$orig" "$TMP/a"
 bid=$(readelf -n "$orig" | awk '/Build ID/ {print $3}')
 [ -n "$bid" ] || fail "the test program has no build ID"
 cache=$TMP/cache
@@ -60,12 +58,8 @@ as_addr2line first a "first run (libdw names, the entry is written)" "$orig"
 
 # Only the entry can name the lines now: the debug file's DWARF is zeroes
 # (its status kept, so the entry's stamp holds), its inflated copy gone.
-readelf -SW "$TMP/a/prog.debug" >"$TMP/debug.sections" 2>/dev/null
-read -r off size < <(sed -n 's/.* \.debug_info  *PROGBITS  *[0-9a-f]* \([0-9a-f]*\) \([0-9a-f]*\) .*/\1 \2/p' "$TMP/debug.sections")
-[ -n "$off" ] || fail "cannot find .debug_info in the debug file"
-off=$((16#$off)) size=$((16#$size))
 touch -r "$TMP/a/prog.debug" "$TMP/when"
-dd if=/dev/zero of="$TMP/a/prog.debug" bs=1 seek=$((off + 24)) count=$((size - 24)) conv=notrunc status=none
+wreck_debug_info "$TMP/a/prog.debug"
 touch -r "$TMP/when" "$TMP/a/prog.debug"
 rm -f "$cache/$bid.debug"
 run second
