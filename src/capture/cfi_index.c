@@ -282,6 +282,15 @@ typedef struct {
   uint8_t *copy; /* the unwind data of the object being built */
   size_t copy_cap;
   bool use_cache; /* the unwind tables' cache: tables are read from it */
+  /* Tables read from the cache before the scan, outside the loader's
+   * lock: a cache directory on a slow disk must not hold up dlopen in
+   * other threads. Taken by the scan (set to NULL), the rest freed. */
+  struct pre_read {
+    char id[2 * 64 + 1];
+    uint64_t hdr;
+    cprof__cfi_table *table;
+  } *pre;
+  size_t npre, pre_cap;
   bool save;      /* ... and the ones built are written to it */
   /* Tables built from a whole copy, to write once the loader's lock is
    * released. */
@@ -549,6 +558,59 @@ static cprof__cfi_object *find_old(const cprof__cfi_index *old,
   return o;
 }
 
+/* The first pass: the build ID and .eh_frame_hdr of each object whose
+ * table the scan would have to make, noted to be read from the cache. */
+static int pre_cb(struct dl_phdr_info *info, size_t size, void *arg) {
+  (void)size;
+  scan_ctx *ctx = arg;
+  object_desc d;
+  describe(info, &d);
+  if (d.exec_hi == 0 || !d.has_hdr || d.large || find_old(ctx->old, info, &d))
+    return 0;
+  if (ctx->npre == ctx->pre_cap) {
+    size_t cap = ctx->pre_cap ? 2 * ctx->pre_cap : 16;
+    struct pre_read *v = cprof__realloc(ctx->pre, cap * sizeof *v);
+    if (!v) return 1;
+    ctx->pre = v;
+    ctx->pre_cap = cap;
+  }
+  struct pre_read *p = &ctx->pre[ctx->npre];
+  if (!cprof__object_build_id(info, p->id, sizeof p->id)) return 0;
+  p->hdr = d.hdr;
+  p->table = NULL;
+  ctx->npre++;
+  return 0;
+}
+
+/* Reads the noted objects' tables from the cache (the loader's lock not
+ * held). */
+static void pre_read_tables(scan_ctx *ctx) {
+  dl_iterate_phdr(pre_cb, ctx);
+  for (size_t i = 0; i < ctx->npre; i++)
+    ctx->pre[i].table = cached_table(ctx->pre[i].id, ctx->pre[i].hdr);
+}
+
+/* The table read for build ID id and hdr, taken from the pre-read ones. */
+static cprof__cfi_table *take_pre_read(scan_ctx *ctx, const char *id,
+                                       uint64_t hdr) {
+  for (size_t i = 0; i < ctx->npre; i++) {
+    struct pre_read *p = &ctx->pre[i];
+    if (p->table && p->hdr == hdr && strcmp(p->id, id) == 0) {
+      cprof__cfi_table *t = p->table;
+      p->table = NULL;
+      return t;
+    }
+  }
+  return NULL;
+}
+
+static void free_pre_read(scan_ctx *ctx) {
+  for (size_t i = 0; i < ctx->npre; i++) cprof__cfi_table_free(ctx->pre[i].table);
+  cprof__free(ctx->pre);
+  ctx->pre = NULL;
+  ctx->npre = ctx->pre_cap = 0;
+}
+
 /* Runs with the loader's lock held, so no object can be unmapped while
  * its CFI is read. */
 static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -577,7 +639,7 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
       int64_t t0 = cprof__mono_ns();
       char id[2 * 64 + 1];
       bool has_id = ctx->use_cache && cprof__object_build_id(info, id, sizeof id);
-      o->table = has_id ? cached_table(id, d.hdr) : NULL;
+      o->table = has_id ? take_pre_read(ctx, id, d.hdr) : NULL;
       int rc = 0;
       if (o->table) {
         o->fdes_bad = o->table->fdes_bad;
@@ -678,7 +740,9 @@ static int refresh_held(int64_t grace_ns) {
   /* A refresh that must not wait (the heap sampler's, which may run in a
    * fork handler or the loader) reads cached tables but writes none. */
   ctx.save = ctx.use_cache && grace_ns > 0;
+  if (ctx.use_cache) pre_read_tables(&ctx);
   dl_iterate_phdr(scan_cb, &ctx);
+  free_pre_read(&ctx);
   cprof__cfi_builder_free(&ctx.b);
   if (ctx.copy) munmap(ctx.copy, ctx.copy_cap);
   cprof__cfi_index *idx = ctx.err ? NULL : make_index(&ctx);
