@@ -80,6 +80,12 @@ run off CPROF_DEBUG_CACHE=off
   fail "with the cache off, the wrecked debug file still named $(lines off) lines: the second run proves nothing"
 checks=$((checks + 1))
 echo "ok: without the cache the wrecked file names no line ($(lines second) with it)"
+# With frame-pointer walks only there is no unwind index to tell the
+# loader's mappings, and the cache is not used (docs/symbols.md).
+run fp CPROF_UNWIND=fp
+[ "$(lines fp)" -eq 0 ] || fail "with CPROF_UNWIND=fp the cache was used ($(lines fp) lines)"
+checks=$((checks + 1))
+echo "ok: with CPROF_UNWIND=fp the cache is not used"
 
 # A debug file that changed: the entry is not used (the wrecked DWARF is
 # read, so no line), and is written again for what was read.
