@@ -1242,7 +1242,8 @@ static bool body_ok(cprof__cfi_table *t, const table_header *h, size_t bytes) {
 }
 
 static size_t table_bytes(const table_header *h) {
-  return sizeof(cprof__cfi_table) + (size_t)h->nrules * sizeof(cprof__cfi_rule) +
+  return sizeof(cprof__cfi_table) +
+         (size_t)h->nrules * sizeof(cprof__cfi_rule) +
          (size_t)h->nrows * (sizeof(uint32_t) + sizeof(uint16_t));
 }
 
@@ -1278,7 +1279,8 @@ int cprof__cfi_table_read(int fd, size_t len, uint64_t hdr, const char *tag,
   char tag_bytes[4096 + 4];
   size_t at;
   if (len < sizeof h || !cprof__cachedir_read_at(fd, &h, sizeof h, 0) ||
-      h.tag_len > 4096 || !cprof__cachedir_read_at(fd, tag_bytes, h.tag_len, sizeof h) ||
+      h.tag_len > 4096 ||
+      !cprof__cachedir_read_at(fd, tag_bytes, h.tag_len, sizeof h) ||
       !header_ok(&h, (const unsigned char *)tag_bytes, len, hdr, tag, &at))
     return CPROF_EINVAL;
   /* The arrays are read straight into the table, a mapping populated in

@@ -284,9 +284,11 @@ typedef struct {
   bool use_cache; /* the unwind tables' cache: tables are read from it */
   /* Tables read from the cache before the scan, outside the loader's
    * lock: a cache directory on a slow disk must not hold up dlopen in
-   * other threads. Taken by the scan (set to NULL), the rest freed. */
+   * other threads. Taken by the scan (set to NULL), the rest freed; the
+   * scan also takes the build IDs from here. */
   struct pre_read {
     char id[2 * 64 + 1];
+    uintptr_t base; /* the object's load bias, which the scan finds it by */
     uint64_t hdr;
     cprof__cfi_table *table;
   } *pre;
@@ -558,8 +560,9 @@ static cprof__cfi_object *find_old(const cprof__cfi_index *old,
   return o;
 }
 
-/* The first pass: the build ID and .eh_frame_hdr of each object whose
- * table the scan would have to make, noted to be read from the cache. */
+/* The first pass: the build ID, load bias and .eh_frame_hdr of each
+ * object whose table the scan would have to make, noted to be read from
+ * the cache (and, for one the cache lacks, to name the table built). */
 static int pre_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   (void)size;
   scan_ctx *ctx = arg;
@@ -576,6 +579,7 @@ static int pre_cb(struct dl_phdr_info *info, size_t size, void *arg) {
   }
   struct pre_read *p = &ctx->pre[ctx->npre];
   if (!cprof__object_build_id(info, p->id, sizeof p->id)) return 0;
+  p->base = (uintptr_t)info->dlpi_addr;
   p->hdr = d.hdr;
   p->table = NULL;
   ctx->npre++;
@@ -590,22 +594,20 @@ static void pre_read_tables(scan_ctx *ctx) {
     ctx->pre[i].table = cached_table(ctx->pre[i].id, ctx->pre[i].hdr);
 }
 
-/* The table read for build ID id and hdr, taken from the pre-read ones. */
-static cprof__cfi_table *take_pre_read(scan_ctx *ctx, const char *id,
-                                       uint64_t hdr) {
-  for (size_t i = 0; i < ctx->npre; i++) {
-    struct pre_read *p = &ctx->pre[i];
-    if (p->table && p->hdr == hdr && strcmp(p->id, id) == 0) {
-      cprof__cfi_table *t = p->table;
-      p->table = NULL;
-      return t;
-    }
-  }
+/* The first pass's note of the object at base whose .eh_frame_hdr is at
+ * hdr (its build ID, and its table when the cache had one, which the
+ * caller takes), or NULL when the first pass found no build ID for it. */
+static struct pre_read *pre_read_of(scan_ctx *ctx, uintptr_t base,
+                                    uint64_t hdr) {
+  for (size_t i = 0; i < ctx->npre; i++)
+    if (ctx->pre[i].base == base && ctx->pre[i].hdr == hdr)
+      return &ctx->pre[i];
   return NULL;
 }
 
 static void free_pre_read(scan_ctx *ctx) {
-  for (size_t i = 0; i < ctx->npre; i++) cprof__cfi_table_free(ctx->pre[i].table);
+  for (size_t i = 0; i < ctx->npre; i++)
+    cprof__cfi_table_free(ctx->pre[i].table);
   cprof__free(ctx->pre);
   ctx->pre = NULL;
   ctx->npre = ctx->pre_cap = 0;
@@ -637,9 +639,10 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
       o->status = CPROF__CFI_OBJ_LARGE;
     } else {
       int64_t t0 = cprof__mono_ns();
-      char id[2 * 64 + 1];
-      bool has_id = ctx->use_cache && cprof__object_build_id(info, id, sizeof id);
-      o->table = has_id ? take_pre_read(ctx, id, d.hdr) : NULL;
+      struct pre_read *pre =
+          ctx->use_cache ? pre_read_of(ctx, o->base, d.hdr) : NULL;
+      o->table = pre ? pre->table : NULL;
+      if (pre) pre->table = NULL;
       int rc = 0;
       if (o->table) {
         o->fdes_bad = o->table->fdes_bad;
@@ -651,8 +654,8 @@ static int scan_cb(struct dl_phdr_info *info, size_t size, void *arg) {
                  : ctx->err ? ctx->err : CPROF_EINVAL;
         ctx->err = 0;
         o->fdes_bad = ctx->b.fdes_bad;
-        if (rc == 0 && whole && has_id && ctx->save && o->table->nrows > 0)
-          note_save(ctx, o, id);
+        if (rc == 0 && whole && pre && ctx->save && o->table->nrows > 0)
+          note_save(ctx, o, pre->id);
       }
       o->build_ns = cprof__mono_ns() - t0;
       if (rc == CPROF_ENOMEM) goto oom;

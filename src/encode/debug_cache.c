@@ -59,7 +59,8 @@ static bool inflate_to(int out, const unsigned char *in, size_t len,
     if (rc != Z_OK && rc != Z_STREAM_END) ok = false;
     size_t got = CHUNK - z.avail_out;
     if (got > size - done) ok = false;
-    if (ok && got) ok = cprof__cachedir_write_at(out, buf, got, off + (off_t)done);
+    if (ok && got)
+      ok = cprof__cachedir_write_at(out, buf, got, off + (off_t)done);
     done += got;
     if (ok && rc == Z_OK && got == 0 && z.avail_in == 0 && len == 0)
       ok = false; /* input ended before the stream did */
@@ -140,7 +141,8 @@ done:
  * 0 nothing to write (not compressed), -1 not written. */
 static int write_entry(int d, const char *name, int src,
                        const struct stat *sst) {
-  if (sst->st_size <= 0 || (unsigned long long)sst->st_size > cprof__cachedir_max())
+  if (sst->st_size <= 0 ||
+      (unsigned long long)sst->st_size > cprof__cachedir_max())
     return -1;
   size_t len = (size_t)sst->st_size;
   void *image = mmap(NULL, len, PROT_READ, MAP_PRIVATE, src, 0);
@@ -178,7 +180,8 @@ int cprof__debug_cache_open(int fd, const struct stat *st,
     c = cprof__cachedir_open_entry(d, name, out_st);
   close(d);
   if (c >= 0 &&
-      (size_t)snprintf(path, cap, "%s/%s", cprof__cachedir_path(), name) >= cap) {
+      (size_t)snprintf(path, cap, "%s/%s", cprof__cachedir_path(), name) >=
+          cap) {
     close(c);
     c = -1;
   }

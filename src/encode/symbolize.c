@@ -148,6 +148,10 @@ static struct {
   struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
   struct sym_object *objects;  /* the symbol cache's, one per build ID */
   bool session_tried; /* the session was opened, or could not be */
+  /* The symbol cache's tag for this snapshot: 0 not made yet, 1 made (in
+   * tag), 2 none (no cache). */
+  int tag_state;
+  char tag[2 * 64 + 64];
   /* An image resolved offline (cprof__sym_scan_image): "memory" is read
    * from its loadable segments, never from the process. */
   const unsigned char *image;
@@ -826,6 +830,7 @@ static void drop_state(void) {
   S.hdr_copies = NULL;
   S.stale = 0;
   S.session_tried = false;
+  S.tag_state = 0;
 }
 
 /* Forgets every name given so far (JIT code moved, or its names changed);
@@ -1157,6 +1162,7 @@ static int collect_maps(const char *text, size_t len) {
   if (!maps) return CPROF_ENOMEM;
   S.maps = maps;
   S.nmaps = 0;
+  S.tag_state = 0; /* made again from the new mappings' build IDs */
   collect_ctx cc = {0};
   int err = cprof__maps_parse(text, len, collect_entry, &cc);
   if (err) return err;
@@ -2035,21 +2041,26 @@ static int mapping_of(uintptr_t pc) {
 }
 
 /* The tag of the symbol cache's stamps, or NULL when there is no cache
- * (off, no session, an image resolved offline, cprof's own object without
- * a build ID). */
+ * (off, an image resolved offline, cprof's own object without a build ID).
+ * Made once a snapshot: what it says (cprof's own build, the demangler)
+ * does not change within one. */
 static const char *cache_tag(void) {
-  static char tag[2 * 64 + 64];
-  if (!S.ready || S.image || !cprof__cachedir_on()) return NULL;
-  const uintptr_t self = (uintptr_t)cprof__sym_lookup;
-  for (size_t i = 0; i < S.nmaps; i++) {
-    const cprof__sym_mapping *m = &S.maps[i];
-    if (self < m->start || self >= m->limit) continue;
-    if (!m->build_id[0]) return NULL;
-    snprintf(tag, sizeof tag, "cprof symbols 1 %s%s", m->build_id,
-             S.demangle ? " demangled" : "");
-    return tag;
+  if (!S.ready || S.image) return NULL;
+  if (S.tag_state == 0) {
+    S.tag_state = 2;
+    const uintptr_t self = (uintptr_t)cprof__sym_lookup;
+    for (size_t i = 0; cprof__cachedir_on() && i < S.nmaps; i++) {
+      const cprof__sym_mapping *m = &S.maps[i];
+      if (self < m->start || self >= m->limit) continue;
+      if (m->build_id[0]) {
+        snprintf(S.tag, sizeof S.tag, "cprof symbols 1 %s%s", m->build_id,
+                 S.demangle ? " demangled" : "");
+        S.tag_state = 1;
+      }
+      break;
+    }
   }
-  return NULL;
+  return S.tag_state == 1 ? S.tag : NULL;
 }
 
 static sym_object *object_named(const char *build_id) {

@@ -61,8 +61,8 @@ typedef struct cprof__symcache_add {
 
 /* Writes to out an entry with stamp[0..stamp_len) holding add[0..n) (an
  * offset given twice keeps one of its results, which are the same) and
- * the addresses of old (NULL for none) that add does not have, up to CPROF__SYMCACHE_MAX addresses,
- * the added first. Sorts add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
+ * the addresses of old (NULL for none) that add does not have, up to
+ * CPROF__SYMCACHE_MAX addresses, the added first. Sorts add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__symcache_write(const cprof__symcache_view *old,
                                         cprof__symcache_add *add, size_t n,
                                         const void *stamp, size_t stamp_len,
