@@ -740,9 +740,11 @@ static int refresh_held(int64_t grace_ns) {
   memset(&ctx, 0, sizeof ctx);
   ctx.old = old;
   ctx.use_cache = cache_usable();
-  /* A refresh that must not wait (the heap sampler's, which may run in a
-   * fork handler or the loader) reads cached tables but writes none. */
-  ctx.save = ctx.use_cache && grace_ns > 0;
+  /* The heap sampler's refresh, which must not wait, saves what it built
+   * too: a heap-only program has no other refresh, and would otherwise
+   * build every table again in each run. The write is after the scan,
+   * outside the loader's lock, and costs less than the build it spares. */
+  ctx.save = ctx.use_cache;
   if (ctx.use_cache) pre_read_tables(&ctx);
   dl_iterate_phdr(scan_cb, &ctx);
   free_pre_read(&ctx);

@@ -8,6 +8,7 @@
 # one a walk cannot follow: samples no longer reach main, which shows the
 # entry is what the walk used; with the cache off they do again. An entry
 # of garbage, and one of another object, are not used, and are replaced.
+# A program profiled for its heap alone keeps its tables as well.
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 shares=$CPROFTEST_SRC/test/e2e/traces.py
@@ -81,5 +82,32 @@ at_least "$(main_share garbage)" 95 "an entry of garbage (not used): samples rea
 if [ -n "$libc_id" ]; then
   cp "$cache/$libc_id.cfi" "$entry"
   at_least "$(main_share other)" 95 "another object's entry (not used): samples reaching main"
+fi
+
+# A program profiled for its heap alone (no CPU profile, no dump) has no
+# refresh but the heap sampler's, which must not wait: it keeps the tables
+# it builds too, and the next run reads them.
+churn=$CPROFTEST_BUILD/test/progs/plain_heap_churn
+if sanitized_build "$prog"; then
+  skip_check "a sanitizer's allocator serves a preloaded program: no heap sample"
+else
+  churn_id=$(readelf -n "$churn" | awk '/Build ID/ {print $3}')
+  [ -n "$churn_id" ] || fail "the churn program has no build ID"
+  heap_only() {
+    env CPROF_DEBUG_CACHE="$cache" CPROF_UNWIND=cfi LD_PRELOAD="$CPROFTEST_BUILD/libcprof.so" \
+      "$churn" 200000 2>"$TMP/heap_only.err" || fail "the heap-only run failed"
+    [ -s "$TMP/heap_only.err" ] && fail "the heap-only run printed: $(cat "$TMP/heap_only.err")"
+    true
+  }
+  heap_only
+  [ -f "$cache/$churn_id.cfi" ] || fail "a heap-only run kept no entry for its program ($(ls "$cache"))"
+  [ "$(stat -c %a "$cache/$churn_id.cfi")" = 600 ] || fail "the heap-only entry is not 0600"
+  checks=$((checks + 1))
+  echo "ok: a heap-only run keeps its program's table"
+  inode=$(stat -c %i "$cache/$churn_id.cfi")
+  heap_only
+  [ "$(stat -c %i "$cache/$churn_id.cfi")" = "$inode" ] || fail "the second heap-only run wrote the entry again"
+  checks=$((checks + 1))
+  echo "ok: the next heap-only run reads it"
 fi
 finish
