@@ -13,12 +13,16 @@
  * anywhere in a row's range finding that row's rule. A table built is
  * saved as an unwind-cache entry and loaded back, row for row the same;
  * and the input itself is loaded as an entry (any bytes may be one on
- * disk): a table loaded keeps the same promises, but for neighbours'
- * rules, which an entry need not have merged.
+ * disk), from memory and from a file (mapped, as the cache's are): the
+ * rules of a table loaded keep the same promises, its last row has none,
+ * and every lookup finds a rule that keeps them, reading nothing outside
+ * the table (its rows are checked as lookups use them).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "capture/cfi.h"
 #include "capture/cfi_build.h"
@@ -83,6 +87,41 @@ static void check_table(const cprof__cfi_table *t, bool merged) {
   if (cprof__cfi_table_row(t, n, &pc, &r)) abort();
 }
 
+/* bytes as a cache entry's file (a memory file, mapped as the cache's
+ * are) read by cprof__cfi_table_read: its result, or -1 when there is no
+ * file to read. */
+static int read_entry(const void *bytes, size_t len, uint64_t hdr,
+                      const char *tag, cprof__cfi_table **out) {
+  static int fd = -2;
+  if (fd == -2) fd = memfd_create("fuzz_cfi", 0);
+  if (fd < 0 || ftruncate(fd, 0) != 0 ||
+      pwrite(fd, bytes, len, 0) != (ssize_t)len)
+    return -1;
+  return cprof__cfi_table_read(fd, len, hdr, tag, out);
+}
+
+/* A table read from bytes: its rules were checked, its rows are checked
+ * as lookups use them. Every row and every lookup around it gives a rule
+ * that keeps the promises, and reads nothing outside the table. */
+static void check_loaded(const cprof__cfi_table *t) {
+  size_t n = cprof__cfi_table_rows(t);
+  uint32_t pc;
+  cprof__cfi_rule r;
+  for (size_t i = 0; i < n; i++) {
+    if (!cprof__cfi_table_row(t, i, &pc, &r)) abort();
+    check_rule(&r);
+    const uintptr_t at[3] = {pc, (uintptr_t)pc - 1, (uintptr_t)pc + 1};
+    for (size_t k = 0; k < 3; k++) {
+      bool found = cprof__cfi_table_find(t, at[k], &r);
+      check_rule(&r);
+      if (found != (r.kind != CPROF__CFI_NONE)) abort();
+    }
+  }
+  if (n > 0 && (!cprof__cfi_table_row(t, n - 1, &pc, &r) ||
+                r.kind != CPROF__CFI_NONE))
+    abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static const char tag[] = "cfi 1 fuzz";
   cprof__cfi_table *loaded = NULL;
@@ -91,9 +130,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(copy, data, size);
   int lrc = cprof__cfi_table_load(copy, size, 0, tag, &loaded);
   if ((lrc == 0) != (loaded != NULL)) abort();
-  if (loaded) check_table(loaded, false);
+  if (loaded) check_loaded(loaded);
   cprof__cfi_table_free(loaded);
   free(copy);
+  /* The same bytes as a file, read as the cache reads an entry. */
+  cprof__cfi_table *read = NULL;
+  int rrc = read_entry(data, size, 0, tag, &read);
+  if (rrc != -1) {
+    if ((rrc == 0) != (read != NULL) || (rrc == 0) != (lrc == 0)) abort();
+    if (read) check_loaded(read);
+    cprof__cfi_table_free(read);
+  }
 
   if (size < 8) return 0;
   uint32_t hdr_off, skip;
@@ -116,11 +163,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_table(t, true);
     if (n > 0) {
       cprof_buf buf = {0};
-      cprof__cfi_table *back = NULL;
+      cprof__cfi_table *back = NULL, *reread = NULL;
       if (cprof__cfi_table_save(t, hdr_off, tag, &buf) != 0 ||
           cprof__cfi_table_load(buf.data, buf.len, hdr_off, tag, &back) != 0 ||
           cprof__cfi_table_rows(back) != n)
         abort();
+      int rerc = read_entry(buf.data, buf.len, hdr_off, tag, &reread);
+      if (rerc != -1 && (rerc != 0 || cprof__cfi_table_rows(reread) != n)) abort();
       for (size_t i = 0; i < n; i++) {
         uint32_t a, b;
         cprof__cfi_rule ra, rb;
@@ -128,8 +177,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             !cprof__cfi_table_row(back, i, &b, &rb) || a != b ||
             memcmp(&ra, &rb, sizeof ra) != 0)
           abort();
+        if (reread && (!cprof__cfi_table_row(reread, i, &b, &rb) ||
+                       a != b || memcmp(&ra, &rb, sizeof ra) != 0))
+          abort();
       }
       cprof__cfi_table_free(back);
+      cprof__cfi_table_free(reread);
       cprof_buf_free(&buf);
     }
   }

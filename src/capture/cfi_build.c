@@ -1059,7 +1059,8 @@ static int table_make(const cprof__cfi_rule *rules_in, size_t nrules,
   t->nrows = (uint32_t)nrows;
   t->nrules = (uint32_t)nrules;
   t->bytes = bytes;
-  t->mapped = false;
+  t->map = NULL;
+  t->map_len = 0;
   t->eh_bytes = eh_bytes;
   t->fdes = fdes;
   t->fdes_bad = fdes_bad;
@@ -1116,10 +1117,8 @@ int cprof__cfi_table_build(const uint8_t *img, size_t len, size_t hdr_off,
 }
 
 void cprof__cfi_table_free(cprof__cfi_table *t) {
-  if (t && t->mapped)
-    munmap(t, t->bytes);
-  else
-    cprof__free(t);
+  if (t && t->map) munmap(t->map, t->map_len);
+  cprof__free(t);
 }
 
 size_t cprof__cfi_table_rows(const cprof__cfi_table *t) {
@@ -1134,7 +1133,13 @@ bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i, uint32_t *pc,
                           cprof__cfi_rule *out) {
   if (!t || i >= t->nrows) return false;
   *pc = t->pc[i];
-  *out = t->rules[t->rule[i]];
+  /* A row of a table read from the cache is checked as it is used: one
+   * whose rule index is out of range has no rule. */
+  uint16_t r = t->rule[i];
+  if (r < t->nrules)
+    *out = t->rules[r];
+  else
+    memset(out, 0, sizeof *out);
   return true;
 }
 
@@ -1217,35 +1222,23 @@ static bool header_ok(const table_header *h, const unsigned char *tag_bytes,
   return need == len && (!tag_bytes || memcmp(tag_bytes, tag, tag_len) == 0);
 }
 
-/* Whether every row's rule index is below nrules and the rows' addresses
- * increase. Without an early exit or a branch a row, and vectorized (a
- * process reads every table at start: 0.5 ms a run for libc's and two
- * others' row by row, a fraction of that this way). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
-#else
-#define VECTORIZE /* clang vectorizes such loops at -O2 */
-#endif
-VECTORIZE static bool rows_ok(const uint32_t *pc, const uint16_t *ri, uint32_t nrows, uint32_t nrules) {
-  uint32_t bad = 0;
-  for (uint32_t i = 0; i < nrows; i++) bad |= ri[i] >= nrules;
-  for (uint32_t i = 1; i < nrows; i++) bad |= pc[i] <= pc[i - 1];
-  return !bad;
-}
-
-/* Fills t's header from h, its arrays being in place after it, and checks
- * every rule and row: false when one is not what a build makes. */
-static bool body_ok(cprof__cfi_table *t, const table_header *h, size_t bytes) {
-  cprof__cfi_rule *r = (cprof__cfi_rule *)(t + 1);
-  uint32_t *pc = (uint32_t *)(r + h->nrules);
-  uint16_t *ri = (uint16_t *)(pc + h->nrows);
+/* Fills t's header from h, its arrays being at arrays (4-byte aligned),
+ * and checks every rule and the last row: false when one is not what a
+ * build makes. The other rows are checked as a lookup uses them
+ * (cprof__cfi_table_find): a process reads every table at start, and a
+ * check here would touch every page of each. */
+static bool body_ok(cprof__cfi_table *t, const void *arrays,
+                    const table_header *h, size_t bytes) {
+  const cprof__cfi_rule *r = arrays;
+  const uint32_t *pc = (const uint32_t *)(r + h->nrules);
+  const uint16_t *ri = (const uint16_t *)(pc + h->nrows);
   bool ok = true;
   for (uint32_t i = 0; ok && i < h->nrules; i++) ok = rule_ok(&r[i]);
-  /* Without an early exit or a branch a row, so that the compiler can
-   * check many rows an instruction: a process reads every table at start. */
-  ok = ok && rows_ok(pc, ri, h->nrows, h->nrules);
   /* The last row ends the table: no rule past it. */
-  if (ok) ok = r[ri[h->nrows - 1]].kind == CPROF__CFI_NONE;
+  if (ok) {
+    uint16_t last = ri[h->nrows - 1];
+    ok = last < h->nrules && r[last].kind == CPROF__CFI_NONE;
+  }
   t->nrows = h->nrows;
   t->nrules = h->nrules;
   t->bytes = bytes;
@@ -1280,8 +1273,9 @@ int cprof__cfi_table_load(const void *data, size_t len, uint64_t hdr,
   if (!t) return CPROF_ENOMEM;
   /* Copied before they are checked: the bytes may be unaligned. */
   memcpy(t + 1, p + at, bytes - sizeof *t);
-  t->mapped = false;
-  if (!body_ok(t, &h, bytes)) {
+  t->map = NULL;
+  t->map_len = 0;
+  if (!body_ok(t, t + 1, &h, bytes)) {
     cprof__free(t);
     return CPROF_EINVAL;
   }
@@ -1293,25 +1287,43 @@ int cprof__cfi_table_read(int fd, size_t len, uint64_t hdr, const char *tag,
                           cprof__cfi_table **out) {
   *out = NULL;
   table_header h;
-  char tag_bytes[4096 + 4];
   size_t at;
-  if (len < sizeof h || !cprof__cachedir_read_at(fd, &h, sizeof h, 0) ||
-      h.tag_len > 4096 ||
-      !cprof__cachedir_read_at(fd, tag_bytes, h.tag_len, sizeof h) ||
-      !header_ok(&h, (const unsigned char *)tag_bytes, len, hdr, tag, &at))
-    return CPROF_EINVAL;
-  /* The arrays are read straight into the table, a mapping populated in
-   * one call: a large table (a compiler's, 3 MB) would otherwise cost a
-   * page fault a page, twice (a buffer, then the table). */
-  size_t bytes = table_bytes(&h);
-  void *m = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (m == MAP_FAILED) return CPROF_ENOMEM;
-  cprof__cfi_table *t = m;
-  t->mapped = true;
-  if (!cprof__cachedir_read_at(fd, t + 1, bytes - sizeof *t, (off_t)at) ||
-      !body_ok(t, &h, bytes)) {
-    munmap(m, bytes);
+  if (len < sizeof h) return CPROF_EINVAL;
+  /* The entry is used where its file lies, mapped read-only: its pages
+   * are the page cache's, shared by every process that reads the entry,
+   * and come in sixteen a fault. A copy (read into memory of its own) cost
+   * four to eight times as much, in the copy and in the first touch of
+   * each new page. Entries are replaced by a rename and removed by an
+   * unlink, never written in place, so the file under a mapping does not
+   * change. */
+  unsigned char *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (m == MAP_FAILED) {
+    /* A file system that cannot map files: a copy, populated in one call
+     * (a page fault a page otherwise). */
+    m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) return CPROF_ENOMEM;
+    if (!cprof__cachedir_read_at(fd, m, len, 0)) {
+      munmap(m, len);
+      return CPROF_EINVAL;
+    }
+  }
+  memcpy(&h, m, sizeof h);
+  cprof__cfi_table *t = NULL;
+  int err = CPROF_EINVAL;
+  if (len - sizeof h >= h.tag_len &&
+      header_ok(&h, m + sizeof h, len, hdr, tag, &at)) {
+    t = cprof__malloc(sizeof *t);
+    err = t ? 0 : CPROF_ENOMEM;
+  }
+  if (!t) {
+    munmap(m, len);
+    return err;
+  }
+  t->map = m;
+  t->map_len = len;
+  if (!body_ok(t, m + at, &h, table_bytes(&h))) {
+    cprof__cfi_table_free(t);
     return CPROF_EINVAL;
   }
   *out = t;

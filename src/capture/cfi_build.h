@@ -23,7 +23,8 @@
 struct cprof__cfi_table {
   uint32_t nrows, nrules;
   size_t bytes;
-  bool mapped; /* its own mapping (read from the cache), not cprof's heap */
+  void *map; /* the cache entry its arrays lie in (mapped), or NULL */
+  size_t map_len;
   size_t eh_bytes, fdes, fdes_bad;
   const uint32_t *pc;
   const uint16_t *rule;
@@ -143,8 +144,8 @@ CPROF__HIDDEN int cprof__cfi_table_save(const cprof__cfi_table *t,
 CPROF__HIDDEN int cprof__cfi_table_load(const void *data, size_t len,
                                         uint64_t hdr, const char *tag,
                                         cprof__cfi_table **out);
-/* The same from the entry open at fd, len bytes long: its arrays read
- * straight into the table's own mapping. */
+/* The same from the entry open at fd, len bytes long (its whole size):
+ * its arrays are used in place, the file mapped read-only. */
 CPROF__HIDDEN int cprof__cfi_table_read(int fd, size_t len, uint64_t hdr,
                                         const char *tag,
                                         cprof__cfi_table **out);

@@ -33,7 +33,10 @@
 #define PAGE ((uintptr_t)4096)
 
 /* Signal-safe: a branch-light binary search for the last row at or below
- * off. */
+ * off. A table read from the cache has its rows checked here, as they are
+ * used, not when it is read (which would touch every page of it): a row
+ * whose rule index is out of range has no rule, and rows out of order
+ * make the search find a wrong row, never read outside the table. */
 CPROF__SIGNAL_SAFE bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr_t off,
                            cprof__cfi_rule *out) {
   memset(out, 0, sizeof *out);
@@ -47,7 +50,9 @@ CPROF__SIGNAL_SAFE bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr
     if (pc[lo + half] <= x) lo += half;
     n -= half;
   }
-  *out = t->rules[t->rule[lo]];
+  uint16_t r = t->rule[lo];
+  if (r >= t->nrules) return false;
+  *out = t->rules[r];
   return out->kind != CPROF__CFI_NONE;
 }
 

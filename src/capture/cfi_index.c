@@ -310,8 +310,9 @@ typedef struct {
  * is kept in the cache directory (base/cachedir.h) as BUILDID.cfi and read
  * by later processes and runs instead of being built again. An entry
  * records the .eh_frame_hdr address it was built from and cprof's own
- * build ID (a table of another cprof's builder is never read), and is
- * checked row by row when read (cprof__cfi_table_load). Only tables built
+ * build ID (a table of another cprof's builder is never read); its
+ * rules are checked when it is read, its rows as lookups use them
+ * (cprof__cfi_table_read, cprof__cfi_table_find). Only tables built
  * from a copy of the whole unwind data are kept: one that lost records to
  * unreadable pages (a truncated library) is its process's alone.
  */

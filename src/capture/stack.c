@@ -173,8 +173,8 @@ void cprof__stack_init(void) {
    * it was for programs that never take a sample. */
 }
 
-static void refresh(bool wait) {
-  if (cprof__stack_mode() == CPROF__UNWIND_FP) return;
+static bool refresh(bool wait) {
+  if (cprof__stack_mode() == CPROF__UNWIND_FP) return false;
   cprof__guard_enter();
   /* Not cprof__cfi_stats, which takes the writer lock: the try path must
    * never wait (a fork child's first allocation, inside the loader). */
@@ -190,11 +190,12 @@ static void refresh(bool wait) {
   if (after != before)
     atomic_fetch_add_explicit(&rule_gen, 1, memory_order_relaxed);
   cprof__guard_exit();
+  return after != before;
 }
 
-void cprof__stack_refresh(void) { refresh(true); }
+void cprof__stack_refresh(void) { (void)refresh(true); }
 
-void cprof__stack_refresh_try(void) { refresh(false); }
+bool cprof__stack_refresh_try(void) { return refresh(false); }
 
 /* A walk's memory of the last page found readable: one page, one probe. */
 typedef struct {
@@ -685,7 +686,8 @@ CPROF__SIGNAL_SAFE static int recover_fp(stack_view *v, const cprof__cfi_index *
  * object the tables know; written only when a bit is clear, so walks
  * through JIT code do not all write one cache line. */
 static atomic_uint foreign_seen;
-#define FOREIGN_ALL (CPROF__FOREIGN_TABLES | CPROF__FOREIGN_NAMES)
+#define FOREIGN_ALL \
+  (CPROF__FOREIGN_TABLES | CPROF__FOREIGN_NAMES | CPROF__FOREIGN_HEAP)
 
 static _Atomic(_Atomic int *) foreign_word;
 

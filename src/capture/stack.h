@@ -124,9 +124,14 @@ CPROF__HIDDEN size_t cprof__stack_walk_remote(uintptr_t pc, uintptr_t sp,
  * since the caller last asked: a library loaded since the last refresh
  * (whose tables a refresh then builds: CPROF__FOREIGN_TABLES), or code no
  * file backs, a JIT's (whose mapping the symbolizer then notes before it
- * goes away: CPROF__FOREIGN_NAMES). Each asker has its own bit, cleared
- * by asking. Async-signal-safe. */
-enum { CPROF__FOREIGN_TABLES = 1, CPROF__FOREIGN_NAMES = 2 };
+ * goes away: CPROF__FOREIGN_NAMES; the heap sampler, which then
+ * refreshes and walks again: CPROF__FOREIGN_HEAP). Each asker has its own
+ * bit, cleared by asking. Async-signal-safe. */
+enum {
+  CPROF__FOREIGN_TABLES = 1,
+  CPROF__FOREIGN_NAMES = 2,
+  CPROF__FOREIGN_HEAP = 4
+};
 CPROF__HIDDEN bool cprof__stack_foreign_take(unsigned who);
 
 /* A futex word a walk increments and wakes when it sets
@@ -163,8 +168,9 @@ CPROF__HIDDEN void cprof__stack_refresh(void);
 
 /* The same without ever waiting: skipped while another refresh is under
  * way. For the heap and thread interposers, which may run inside the
- * dynamic loader while it holds its lock. */
-CPROF__HIDDEN void cprof__stack_refresh_try(void);
+ * dynamic loader while it holds its lock. Returns whether the tables
+ * changed (objects were loaded or unloaded since the last refresh). */
+CPROF__HIDDEN bool cprof__stack_refresh_try(void);
 
 /* The bytes of stack below the caller's frame that a signal handler may
  * still use: on the thread's own stack (bounds cached) or on the

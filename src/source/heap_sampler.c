@@ -362,6 +362,10 @@ static cprof__stack_id striped(cprof__stack_id sid) {
   return sid | (cprof__stack_id)(tls_stripe - 1) << STRIPE_SHIFT;
 }
 
+/* Samples this thread recorded, for when to refresh the tables. */
+static __thread uint32_t tls_samples CPROF__TLS;
+#define REFRESH_EVERY 64u
+
 /* Called by the allocator functions only, which all live in
  * cprof_alloc_text: the stack starts at the first frame outside it, the
  * application's call site. */
@@ -382,7 +386,16 @@ CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
     /* The stack table is made by the first sample rather than at start-up,
      * so that a program that never samples never reserves it. */
     cprof__stacktab_init();
-    cprof__stack_refresh_try();
+    /* A refresh's check is a dl_iterate_phdr under the loader's lock,
+     * which two allocating threads contend for: more than half of what
+     * a sample cost. It is made at a thread's first sample and every
+     * REFRESH_EVERY-th after (an object unloaded and another loaded in
+     * its place), and when the walk meets code the tables do not know (a
+     * library loaded since), which is then walked again. */
+    if ((tls_samples++ & (REFRESH_EVERY - 1)) == 0) {
+      (void)cprof__stack_foreign_take(CPROF__FOREIGN_HEAP);
+      (void)cprof__stack_refresh_try();
+    }
     /* Leave out this frame and those of the allocator functions between
      * it and the application. All are cprof's own, built with frame
      * pointers, so their chain is safe to follow; fp ends at the frame of
@@ -395,6 +408,9 @@ CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
     }
     uintptr_t pcs[CPROF__STACK_BUF];
     size_t depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), skip);
+    if (cprof__stack_foreign_take(CPROF__FOREIGN_HEAP) &&
+        cprof__stack_refresh_try())
+      depth = cprof__stack_walk_here(pcs, CPROF__ARRAY_LEN(pcs), skip);
     /* The CFI walk steps through operator new by its row; the frame
      * pointer walk needs the caller added back. */
     if (depth >= 1 && cprof__stack_mode() == CPROF__UNWIND_FP &&
