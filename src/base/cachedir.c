@@ -283,7 +283,23 @@ int cprof__cachedir_open_named(const char *name, struct stat *st) {
   return fd;
 }
 
-bool cprof__cachedir_read(const char *name, size_t max, cprof_buf *out) {
+bool cprof__cachedir_changed(const char *name, const struct stat *was) {
+  if (!cprof__cachedir_on() || !entry_name_ok(name)) return false;
+  char path[PATH_MAX + 2 * 64 + 16];
+  if ((size_t)snprintf(path, sizeof path, "%s/%s", cache_dir, name) >=
+      sizeof path)
+    return false;
+  /* An entry is only ever replaced by a rename of a file created while it
+   * still existed: another inode. Its times say nothing (reading an entry
+   * marks it used). */
+  struct stat st;
+  if (stat(path, &st) != 0) return true;
+  return st.st_dev != was->st_dev || st.st_ino != was->st_ino ||
+         st.st_size != was->st_size;
+}
+
+bool cprof__cachedir_read(const char *name, size_t max, cprof_buf *out,
+                          struct stat *st_out) {
   out->len = 0;
   struct stat st;
   int fd = cprof__cachedir_open_named(name, &st);
@@ -300,6 +316,7 @@ bool cprof__cachedir_read(const char *name, size_t max, cprof_buf *out) {
   }
   if (ok) ok = cprof__cachedir_read_at(fd, out->data, len, 0);
   out->len = ok ? len : 0;
+  if (ok && st_out) *st_out = st;
   close(fd);
   return ok;
 }

@@ -38,9 +38,17 @@ CPROF__HIDDEN const char *cprof__cachedir_path(void);
 
 /* Reads the entry name (hex digits, a dot, a lower-case kind) whole into
  * out (emptied first) and marks it used: false when there is none of this
- * user's, or it is larger than max bytes. */
+ * user's, or it is larger than max bytes. *st (when st is not NULL) gets
+ * the status of the file read. */
 CPROF__HIDDEN bool cprof__cachedir_read(const char *name, size_t max,
-                                        cprof_buf *out);
+                                        cprof_buf *out, struct stat *st);
+
+/* Whether the entry name is no longer the file whose status is *was
+ * (another process replaced or removed it since it was read): one stat,
+ * the entry not marked used. Entries are replaced by a rename, never
+ * written in place: the device, inode and size tell. */
+CPROF__HIDDEN bool cprof__cachedir_changed(const char *name,
+                                           const struct stat *was);
 
 /* The entry name opened (read-only, marked used), its status in *st: -1
  * when there is none of this user's within the bound, or no cache. */

@@ -148,6 +148,10 @@ static struct {
   struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
   struct sym_object *objects;  /* the symbol cache's, one per build ID */
   bool session_tried; /* the session was opened, or could not be */
+  /* The maps as the session saw them when opening it loaded libdw, whose
+   * arrival changed them: a refresh that finds them so takes the mappings
+   * again but keeps the session. */
+  cprof_buf session_signature;
   /* The symbol cache's tag for this snapshot: 0 not made yet, 1 made (in
    * tag), 2 none (no cache). */
   int tag_state;
@@ -270,6 +274,9 @@ typedef struct sym_object {
   const char *build_id; /* hex, in the arena */
   bool tried;           /* its entry was read (or found missing, or bad) */
   bool have_view;       /* ... and is usable: view is over file */
+  bool have_status;     /* file was read, with this status: */
+  struct stat status;
+  int64_t checked_ns;   /* when the entry was last read or looked at */
   cprof_buf file;
   cprof__symcache_view view;
   bool searched;   /* its debug information was looked for in this session */
@@ -830,6 +837,7 @@ static void drop_state(void) {
   S.hdr_copies = NULL;
   S.stale = 0;
   S.session_tried = false;
+  cprof_buf_free(&S.session_signature);
   S.tag_state = 0;
 }
 
@@ -1191,6 +1199,46 @@ static int collect_maps(const char *text, size_t len) {
   return 0;
 }
 
+/* A refresh without the loader (a final dump that interrupted it): the
+ * session is opened now, from a libdw loaded already or not at all. The
+ * snapshot is kept only if nothing was loaded or unloaded meanwhile;
+ * otherwise the next refresh rebuilds. CPROF_ESYMBOLS when there is no
+ * session: the mapping list stands, lookups find no names, and the next
+ * refresh tries again. */
+static int snapshot_with_session(cprof_buf *sig) {
+  if (!open_session()) return CPROF_ESYMBOLS;
+  cprof_buf after = {0};
+  char *text = NULL;
+  size_t len = 0;
+  if (current_signature(&after, &text, &len) == 0 &&
+      same_signature(sig, &after)) {
+    S.signature = *sig;
+    *sig = (cprof_buf){0};
+  }
+  cprof_buf_free(&after);
+  cprof__free(text);
+  return 0;
+}
+
+/* The maps changed since the snapshot exactly as the session saw them
+ * when opening it loaded libdw: the mappings are taken again (every
+ * result given so far goes, as its mapping's index may change) and the
+ * session stays, which would otherwise read every debug file again. */
+static int take_libdw_arrival(cprof_buf *sig, const char *text, size_t len) {
+  int err = collect_maps(text, len);
+  if (err) return err;
+  forget_results();
+  cprof__guard_enter();
+  fill_build_ids();
+  cprof__guard_exit();
+  fill_build_ids_from_loader();
+  cprof_buf_free(&S.signature);
+  S.signature = *sig;
+  *sig = (cprof_buf){0};
+  cprof_buf_free(&S.session_signature);
+  return 0;
+}
+
 int cprof__sym_refresh(void) {
   unsigned long long counts[2] = {refreshed_counts[0], refreshed_counts[1]};
   bool loader = !atomic_load(&avoid_loader);
@@ -1243,6 +1291,17 @@ int cprof__sym_refresh(void) {
     if (jit) forget_results();
     goto out;
   }
+  if (S.ready && S.dwfl && loader && S.session_signature.len &&
+      S.cache.len + S.stale <= CACHE_MAX && !shrank &&
+      same_signature(&sig, &S.session_signature)) {
+    err = take_libdw_arrival(&sig, text, len);
+    if (err == 0) {
+      cprof_buf_free(&S.anon_signature);
+      S.anon_signature = anon;
+      anon = (cprof_buf){0};
+      goto out;
+    }
+  }
 
   drop_state();
   cprof_buf_free(&S.signature);
@@ -1257,45 +1316,19 @@ int cprof__sym_refresh(void) {
   err = collect_maps(text, len);
   if (err) goto out;
   S.ready = true;
-  /* The first refresh loads libdw and libelf, which changes the maps. The
-   * session is opened when an address the symbol cache does not name is
-   * looked up (ensure_session); without the loader (a final dump that
-   * interrupted it), now, as libdw is then all there is. */
-  bool loading = libdw_lib.state == 0;
-  if (!(loader ? load_libdw() : open_session())) {
-    /* The mapping list stands; lookups find no names, and the next refresh
-     * tries again. */
-    err = CPROF_ESYMBOLS;
-    goto out;
+  /* libdw and libelf are loaded, and the session opened, for the first
+   * address the symbol cache does not name (ensure_session): a process
+   * whose addresses are all cached (a fork child, a run like the last)
+   * never loads them (1 ms, and a fork child's exit runs their
+   * destructors). Without the loader (a final dump that interrupted it),
+   * the session is opened now, as libdw is then all there is. */
+  if (loader) {
+    S.signature = sig;
+    sig = (cprof_buf){0};
+    fill_build_ids_from_loader();
+  } else {
+    err = snapshot_with_session(&sig);
   }
-
-  /* libdw read the maps on its own. Remember the snapshot only if nothing
-   * was loaded or unloaded in between; otherwise the next refresh rebuilds. */
-  cprof_buf after = {0};
-  char *text2 = NULL;
-  size_t len2 = 0;
-  if (current_signature(&after, &text2, &len2) == 0) {
-    if (same_signature(&sig, &after)) {
-      S.signature = sig;
-      sig = (cprof_buf){0};
-    } else if (loading && libdw_lib.state == 1 &&
-               collect_maps(text2, len2) == 0) {
-      cprof__guard_enter();
-      fill_build_ids();
-      cprof__guard_exit();
-      /* What changed is (as far as anything can tell) libdw's own
-       * arrival, which the session, reading the maps after it, has
-       * already seen: the mappings are taken again and the snapshot after
-       * it kept. Otherwise the next refresh would read every debug file a
-       * second time (and a fork child of a process still warming its
-       * names, a third). */
-      S.signature = after;
-      after = (cprof_buf){0};
-    }
-  }
-  cprof_buf_free(&after);
-  cprof__free(text2);
-  if (loader) fill_build_ids_from_loader();
 
 out:
   if (err && !S.ready) drop_state();
@@ -2092,6 +2125,32 @@ static void entry_name(const sym_object *o, char *out, size_t cap) {
 /* The most bytes an entry may have (64 K addresses of a few frames). */
 #define CACHE_ENTRY_MAX ((size_t)64 << 20)
 
+/* Reads o's entry (again): its view is replaced only by a usable one (an
+ * entry removed meanwhile, or stale, leaves what o had). */
+static void read_entry(sym_object *o, const char *tag) {
+  char name[2 * 64 + 8];
+  entry_name(o, name, sizeof name);
+  o->checked_ns = cprof__mono_ns();
+  cprof_buf b = {0};
+  struct stat st;
+  cprof__symcache_view v;
+  if (!cprof__cachedir_read(name, CACHE_ENTRY_MAX, &b, &st)) {
+    cprof_buf_free(&b);
+    return;
+  }
+  o->status = st;
+  o->have_status = true;
+  if (!cprof__symcache_parse(b.data, b.len, &v) ||
+      !cprof__symcache_stamp_holds(v.stamp, v.stamp_len, tag)) {
+    cprof_buf_free(&b);
+    return;
+  }
+  cprof_buf_free(&o->file);
+  o->file = b;
+  o->view = v;
+  o->have_view = true;
+}
+
 /* The symbol cache's object for pc's mapping, its entry read on first
  * use; NULL when the mapping's addresses are not cached (anonymous or
  * without a build ID). */
@@ -2102,13 +2161,32 @@ static sym_object *cache_object(int mapping, const char *tag) {
   sym_object *o = object_named(m->build_id);
   if (!o || o->tried) return o;
   o->tried = true;
+  read_entry(o, tag);
+  return o;
+}
+
+/* How often an object's entry may be looked at again for an address it
+ * does not name. */
+#define RECHECK_NS ((int64_t)50 * 1000000)
+
+/* For an address o's entry does not name: whether the entry was replaced
+ * since it was read (a sibling process, a fork child of the same parent,
+ * named more addresses), and then read again. A fork child inherits the
+ * entry its parent read before the fork: its siblings that exited before
+ * it added the addresses they ran, which are mostly its own. At most one
+ * look (a stat) every RECHECK_NS for an object. */
+static bool entry_renewed(sym_object *o, const char *tag) {
+  int64_t now = cprof__mono_ns();
+  if (now - o->checked_ns < RECHECK_NS) return false;
+  o->checked_ns = now;
   char name[2 * 64 + 8];
   entry_name(o, name, sizeof name);
-  o->have_view =
-      cprof__cachedir_read(name, CACHE_ENTRY_MAX, &o->file) &&
-      cprof__symcache_parse(o->file.data, o->file.len, &o->view) &&
-      cprof__symcache_stamp_holds(o->view.stamp, o->view.stamp_len, tag);
-  return o;
+  if (o->have_status && !cprof__cachedir_changed(name, &o->status))
+    return false;
+  bool had = o->have_view;
+  const unsigned char *data = o->file.data;
+  read_entry(o, tag);
+  return o->have_view && (!had || o->file.data != data);
 }
 
 /* Fills r from o's entry; false when it has no result for off. */
@@ -2193,7 +2271,16 @@ void cprof__sym_save(void) {
 static void ensure_session(void) {
   if (S.dwfl || !S.ready || S.session_tried || S.image) return;
   S.session_tried = true;
-  open_session();
+  bool loading = libdw_lib.state == 0 || libelf_lib.state == 0;
+  if (!open_session() || !loading) return;
+  /* Loading libdw mapped it: the maps as the session read them, for the
+   * next refresh to recognise (take_libdw_arrival). */
+  char *text = NULL;
+  size_t len = 0;
+  cprof_buf_free(&S.session_signature);
+  if (current_signature(&S.session_signature, &text, &len) != 0)
+    cprof_buf_free(&S.session_signature);
+  cprof__free(text);
 }
 
 /* Whether pc lies in code of an object the loader mapped (the unwind
@@ -2236,7 +2323,8 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
                       : NULL;
   uint64_t off =
       o ? pc - S.maps[r->mapping].start + S.maps[r->mapping].offset : 0;
-  if (!o || !cached_result(o, off, pc, r)) {
+  if (!o || (!cached_result(o, off, pc, r) &&
+             !(entry_renewed(o, cache_tag()) && cached_result(o, off, pc, r)))) {
     ensure_session();
     uintptr_t at = loader_address(r->mapping, pc);
     if (at != pc) o = NULL;

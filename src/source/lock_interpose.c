@@ -575,10 +575,15 @@ bool cprof__block_profile_enabled(void) {
 
 static void child_after_fork(void) {
   /* Waiters registered by threads that do not exist in the child would
-   * make every unlock of their locks walk a stack; forget them. */
+   * make every unlock of their locks walk a stack; forget them. Only the
+   * slots in use are written: a write to each of the table's 16 pages
+   * would copy it, in every fork child. */
   for (size_t i = 0; i < WAIT_SLOTS; i++) {
-    atomic_store(&wait_table[i].state, 0);
-    atomic_store(&wait_table[i].unlocker, CPROF__STACK_NONE);
+    if (atomic_load_explicit(&wait_table[i].state, memory_order_relaxed))
+      atomic_store(&wait_table[i].state, 0);
+    if (atomic_load_explicit(&wait_table[i].unlocker, memory_order_relaxed) !=
+        CPROF__STACK_NONE)
+      atomic_store(&wait_table[i].unlocker, CPROF__STACK_NONE);
   }
 }
 
