@@ -22,8 +22,11 @@
 #define OUT_CAP (32 * 1024)
 
 /* Strings longer than a quarter block get a block of their own, so one long
- * string never strands most of a shared block. */
-#define ARENA_BLOCK (64 * 1024)
+ * string never strands most of a shared block. A block and its header stay
+ * below 16 KiB: a block of cprof's own heap's small classes, reused from
+ * one profile to the next, where one over 64 KiB was a mapping of its own
+ * each time (a mapping, a fault, an unmapping and its TLB flush). */
+#define ARENA_BLOCK (16 * 1024 - 64)
 
 typedef struct arena_block {
   struct arena_block *next;

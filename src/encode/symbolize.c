@@ -1224,9 +1224,13 @@ static int snapshot_with_session(cprof_buf *sig) {
  * when opening it loaded libdw: the mappings are taken again (every
  * result given so far goes, as its mapping's index may change) and the
  * session stays, which would otherwise read every debug file again. */
-static int take_libdw_arrival(cprof_buf *sig, const char *text, size_t len) {
+static int take_libdw_arrival(cprof_buf *sig, cprof_buf *anon,
+                              const char *text, size_t len) {
   int err = collect_maps(text, len);
   if (err) return err;
+  cprof_buf_free(&S.anon_signature);
+  S.anon_signature = *anon;
+  *anon = (cprof_buf){0};
   forget_results();
   cprof__guard_enter();
   fill_build_ids();
@@ -1294,13 +1298,8 @@ int cprof__sym_refresh(void) {
   if (S.ready && S.dwfl && loader && S.session_signature.len &&
       S.cache.len + S.stale <= CACHE_MAX && !shrank &&
       same_signature(&sig, &S.session_signature)) {
-    err = take_libdw_arrival(&sig, text, len);
-    if (err == 0) {
-      cprof_buf_free(&S.anon_signature);
-      S.anon_signature = anon;
-      anon = (cprof_buf){0};
-      goto out;
-    }
+    err = take_libdw_arrival(&sig, &anon, text, len);
+    if (err == 0) goto out;
   }
 
   drop_state();
@@ -2236,6 +2235,25 @@ static void note_result(sym_object *o, int mapping, uint64_t off,
   o->adds[o->nadds++] = (cprof__symcache_add){off, pc, r};
 }
 
+/* After a profile, when opening the session loaded libdw: its arrival is
+ * taken now, while no result is in use, rather than by the next refresh
+ * (in a process that forks, by each child's). */
+static void settle_libdw_arrival(void) {
+  if (!S.session_signature.len || !S.dwfl) return;
+  char *text = NULL;
+  size_t len = 0;
+  cprof_buf sig = {0}, anon = {0};
+  if (current_signature(&sig, &text, &len) == 0 &&
+      same_signature(&sig, &S.session_signature)) {
+    cprof__maps_parse(text, len, sign_anon, &anon);
+    sign_journal(&anon);
+    (void)take_libdw_arrival(&sig, &anon, text, len);
+  }
+  cprof_buf_free(&sig);
+  cprof_buf_free(&anon);
+  cprof__free(text);
+}
+
 void cprof__sym_save(void) {
   const char *tag = cache_tag();
   cprof__guard_enter();
@@ -2263,6 +2281,7 @@ void cprof__sym_save(void) {
     cprof_buf_free(&stamp);
     cprof_buf_free(&out);
   }
+  settle_libdw_arrival();
   cprof__guard_exit();
 }
 

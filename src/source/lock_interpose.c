@@ -69,6 +69,9 @@ typedef struct wait_slot {
   _Atomic cprof__stack_id unlocker;
 } wait_slot;
 static wait_slot wait_table[WAIT_SLOTS];
+/* Set once a slot has been taken: until then a fork child need not look
+ * at the table (reading its 16 untouched pages faults each in). */
+static atomic_bool wait_used;
 
 static __thread uint64_t rnd_state CPROF__TLS;
 
@@ -203,6 +206,8 @@ static int waiter_enter(uintptr_t key) {
         } else if (st == 0 && pass == 1) {
           if (atomic_compare_exchange_weak(&s->state, &st,
                                            (uint64_t)key << 16 | 1)) {
+            if (!atomic_load_explicit(&wait_used, memory_order_relaxed))
+              atomic_store(&wait_used, true);
             atomic_store(&s->unlocker, CPROF__STACK_NONE);
             return (int)idx;
           }
@@ -578,6 +583,7 @@ static void child_after_fork(void) {
    * make every unlock of their locks walk a stack; forget them. Only the
    * slots in use are written: a write to each of the table's 16 pages
    * would copy it, in every fork child. */
+  if (!atomic_load(&wait_used)) return;
   for (size_t i = 0; i < WAIT_SLOTS; i++) {
     if (atomic_load_explicit(&wait_table[i].state, memory_order_relaxed))
       atomic_store(&wait_table[i].state, 0);

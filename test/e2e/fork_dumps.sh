@@ -82,6 +82,24 @@ for name in warm cold; do
   echo "ok: $name: every process dumped ($blocks blocks)"
 done
 
+# Each child's CPU profile is its own: its window, carried on from the
+# parent's into the child, starts at the fork with nothing of the
+# parent's in it, and the child's timer is armed again there.
+"$CPROFTEST_BUILD/cprof" extract -o "$TMP/cold" "$TMP/cold.log" >/dev/null
+: >"$TMP/children.traces"
+for pid in $(awk '$1 == "child" { print $2 }' "$TMP/cold.out"); do
+  for f in "$TMP/cold"/cpu-"$pid"-*.pb.gz; do
+    [ -e "$f" ] || fail "no CPU profile of child $pid"
+    pprof -traces "$f" >>"$TMP/children.traces"
+  done
+done
+expect_no_match "$TMP/children.traces" 'parent_(burn|format|keep)' \
+  "the children's CPU profiles hold none of the parent's samples"
+samples=$(grep -cE '^ +[0-9.]+m?s +' "$TMP/children.traces" || true)
+[ "$samples" -gt 0 ] || { cat "$TMP/children.traces"; fail "the children's CPU profiles hold no sample"; }
+checks=$((checks + 1))
+echo "ok: the children's CPU profiles hold their own samples ($samples stacks)"
+
 cold=$(median cold 6)
 warm=$(median warm 6)
 off=$(median off 6)
