@@ -1028,6 +1028,9 @@ static void sym_parent_after_fork(void) {
 static void sym_child_after_fork(void) {
   cprof__unlock(&loader_mu);
   if (held_at_fork) {
+    /* Siblings forked before this child may have added to the entries
+     * since the parent looked: the child may look again at once. */
+    for (sym_object *o = S.objects; o; o = o->next) o->checked_ns = 0;
     cprof__unlock(&sym_mu);
     return;
   }

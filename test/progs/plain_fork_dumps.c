@@ -112,7 +112,13 @@ __attribute__((noinline)) static void parent_keep(void) {
 __attribute__((noinline)) static void child_work(void) {
   double end = cpu_now() + 0.005;
   while (cpu_now() < end) SPIN();
-  for (int i = 0; i < 16; i++) free(malloc(1 << 16));
+  /* Through a volatile pointer: the compiler would take free(malloc(n))
+   * away. */
+  for (int i = 0; i < 16; i++) {
+    char *volatile p = malloc(1 << 16);
+    if (p) p[0] = (char)i;
+    free(p);
+  }
 }
 
 /* Reads one line from fd into buf; false at end of file. */
