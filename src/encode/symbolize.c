@@ -148,10 +148,6 @@ static struct {
   struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
   struct sym_object *objects;  /* the symbol cache's, one per build ID */
   bool session_tried; /* the session was opened, or could not be */
-  /* The maps as the session saw them when opening it loaded libdw, whose
-   * arrival changed them: a refresh that finds them so takes the mappings
-   * again but keeps the session. */
-  cprof_buf session_signature;
   /* The symbol cache's tag for this snapshot: 0 not made yet, 1 made (in
    * tag), 2 none (no cache). */
   int tag_state;
@@ -837,7 +833,6 @@ static void drop_state(void) {
   S.hdr_copies = NULL;
   S.stale = 0;
   S.session_tried = false;
-  cprof_buf_free(&S.session_signature);
   S.tag_state = 0;
 }
 
@@ -1202,50 +1197,6 @@ static int collect_maps(const char *text, size_t len) {
   return 0;
 }
 
-/* A refresh without the loader (a final dump that interrupted it): the
- * session is opened now, from a libdw loaded already or not at all. The
- * snapshot is kept only if nothing was loaded or unloaded meanwhile;
- * otherwise the next refresh rebuilds. CPROF_ESYMBOLS when there is no
- * session: the mapping list stands, lookups find no names, and the next
- * refresh tries again. */
-static int snapshot_with_session(cprof_buf *sig) {
-  if (!open_session()) return CPROF_ESYMBOLS;
-  cprof_buf after = {0};
-  char *text = NULL;
-  size_t len = 0;
-  if (current_signature(&after, &text, &len) == 0 &&
-      same_signature(sig, &after)) {
-    S.signature = *sig;
-    *sig = (cprof_buf){0};
-  }
-  cprof_buf_free(&after);
-  cprof__free(text);
-  return 0;
-}
-
-/* The maps changed since the snapshot exactly as the session saw them
- * when opening it loaded libdw: the mappings are taken again (every
- * result given so far goes, as its mapping's index may change) and the
- * session stays, which would otherwise read every debug file again. */
-static int take_libdw_arrival(cprof_buf *sig, cprof_buf *anon,
-                              const char *text, size_t len) {
-  int err = collect_maps(text, len);
-  if (err) return err;
-  cprof_buf_free(&S.anon_signature);
-  S.anon_signature = *anon;
-  *anon = (cprof_buf){0};
-  forget_results();
-  cprof__guard_enter();
-  fill_build_ids();
-  cprof__guard_exit();
-  fill_build_ids_from_loader();
-  cprof_buf_free(&S.signature);
-  S.signature = *sig;
-  *sig = (cprof_buf){0};
-  cprof_buf_free(&S.session_signature);
-  return 0;
-}
-
 int cprof__sym_refresh(void) {
   unsigned long long counts[2] = {refreshed_counts[0], refreshed_counts[1]};
   bool loader = !atomic_load(&avoid_loader);
@@ -1298,12 +1249,6 @@ int cprof__sym_refresh(void) {
     if (jit) forget_results();
     goto out;
   }
-  if (S.ready && S.dwfl && loader && S.session_signature.len &&
-      S.cache.len + S.stale <= CACHE_MAX && !shrank &&
-      same_signature(&sig, &S.session_signature)) {
-    err = take_libdw_arrival(&sig, &anon, text, len);
-    if (err == 0) goto out;
-  }
 
   drop_state();
   cprof_buf_free(&S.signature);
@@ -1318,19 +1263,45 @@ int cprof__sym_refresh(void) {
   err = collect_maps(text, len);
   if (err) goto out;
   S.ready = true;
-  /* libdw and libelf are loaded, and the session opened, for the first
-   * address the symbol cache does not name (ensure_session): a process
-   * whose addresses are all cached (a fork child, a run like the last)
-   * never loads them (1 ms, and a fork child's exit runs their
-   * destructors). Without the loader (a final dump that interrupted it),
-   * the session is opened now, as libdw is then all there is. */
-  if (loader) {
-    S.signature = sig;
-    sig = (cprof_buf){0};
-    fill_build_ids_from_loader();
-  } else {
-    err = snapshot_with_session(&sig);
+  /* The first refresh loads libdw and libelf, which changes the maps. The
+   * session is opened when an address the symbol cache does not name is
+   * looked up (ensure_session); without the loader (a final dump that
+   * interrupted it), now, as libdw is then all there is. */
+  bool loading = libdw_lib.state == 0;
+  if (!(loader ? load_libdw() : open_session())) {
+    /* The mapping list stands; lookups find no names, and the next refresh
+     * tries again. */
+    err = CPROF_ESYMBOLS;
+    goto out;
   }
+
+  /* libdw read the maps on its own. Remember the snapshot only if nothing
+   * was loaded or unloaded in between; otherwise the next refresh rebuilds. */
+  cprof_buf after = {0};
+  char *text2 = NULL;
+  size_t len2 = 0;
+  if (current_signature(&after, &text2, &len2) == 0) {
+    if (same_signature(&sig, &after)) {
+      S.signature = sig;
+      sig = (cprof_buf){0};
+    } else if (loading && libdw_lib.state == 1 &&
+               collect_maps(text2, len2) == 0) {
+      cprof__guard_enter();
+      fill_build_ids();
+      cprof__guard_exit();
+      /* What changed is (as far as anything can tell) libdw's own
+       * arrival, which the session, reading the maps after it, has
+       * already seen: the mappings are taken again and the snapshot after
+       * it kept. Otherwise the next refresh would read every debug file a
+       * second time (and a fork child of a process still warming its
+       * names, a third). */
+      S.signature = after;
+      after = (cprof_buf){0};
+    }
+  }
+  cprof_buf_free(&after);
+  cprof__free(text2);
+  if (loader) fill_build_ids_from_loader();
 
 out:
   if (err && !S.ready) drop_state();
@@ -2238,25 +2209,6 @@ static void note_result(sym_object *o, int mapping, uint64_t off,
   o->adds[o->nadds++] = (cprof__symcache_add){off, pc, r};
 }
 
-/* After a profile, when opening the session loaded libdw: its arrival is
- * taken now, while no result is in use, rather than by the next refresh
- * (in a process that forks, by each child's). */
-static void settle_libdw_arrival(void) {
-  if (!S.session_signature.len || !S.dwfl) return;
-  char *text = NULL;
-  size_t len = 0;
-  cprof_buf sig = {0}, anon = {0};
-  if (current_signature(&sig, &text, &len) == 0 &&
-      same_signature(&sig, &S.session_signature)) {
-    cprof__maps_parse(text, len, sign_anon, &anon);
-    sign_journal(&anon);
-    (void)take_libdw_arrival(&sig, &anon, text, len);
-  }
-  cprof_buf_free(&sig);
-  cprof_buf_free(&anon);
-  cprof__free(text);
-}
-
 void cprof__sym_save(void) {
   const char *tag = cache_tag();
   cprof__guard_enter();
@@ -2284,7 +2236,6 @@ void cprof__sym_save(void) {
     cprof_buf_free(&stamp);
     cprof_buf_free(&out);
   }
-  settle_libdw_arrival();
   cprof__guard_exit();
 }
 
@@ -2293,16 +2244,7 @@ void cprof__sym_save(void) {
 static void ensure_session(void) {
   if (S.dwfl || !S.ready || S.session_tried || S.image) return;
   S.session_tried = true;
-  bool loading = libdw_lib.state == 0 || libelf_lib.state == 0;
-  if (!open_session() || !loading) return;
-  /* Loading libdw mapped it: the maps as the session read them, for the
-   * next refresh to recognise (take_libdw_arrival). */
-  char *text = NULL;
-  size_t len = 0;
-  cprof_buf_free(&S.session_signature);
-  if (current_signature(&S.session_signature, &text, &len) != 0)
-    cprof_buf_free(&S.session_signature);
-  cprof__free(text);
+  open_session();
 }
 
 /* Whether pc lies in code of an object the loader mapped (the unwind

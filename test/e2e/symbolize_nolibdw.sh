@@ -3,22 +3,19 @@
 # libdw cannot be loaded still starts, runs and writes its profiles, with
 # addresses and no names, and says why in exactly one line on stderr. A
 # file that is not an ELF object stands in for libdw.so.1, found first
-# through LD_LIBRARY_PATH. A run whose addresses the symbol cache names
-# (docs/symbols.md) never loads libdw: the same program, its cache filled
-# by a run with libdw, is named without it and says nothing.
+# through LD_LIBRARY_PATH.
 source "$(dirname "$0")/lib.bash"
 
 prog=$CPROFTEST_BUILD/test/progs/plain_heap_churn
 tsan_build "$prog" && skip_rest "preloaded runs need a build without TSan"
 
 mkdir -p "$TMP/lib"
-mkdir -m 700 "$TMP/cache"
 printf 'not an ELF object\n' >"$TMP/lib/libdw.so.1"
 
 run() {
   local name=$1
   shift
-  env CPROF_DEBUG_CACHE="$TMP/cache" "$@" CPROF_DUMP=heap=debug=1,goroutine=debug=1 \
+  env "$@" CPROF_DUMP=heap=debug=1,goroutine=debug=1 \
     CPROF_DUMP_OUT="$TMP/$name.log" LD_PRELOAD="$(preload_env "$prog")" \
     "$prog" 20000 2>"$TMP/$name.err" ||
     { cat "$TMP/$name.err" >&2; fail "$name: the program failed"; }
@@ -31,12 +28,7 @@ expect_match "$TMP/with.threads" '^#	0x[0-9a-f]+	+__libc_start_call_main\+0x[0-9
   "with libdw: named frames"
 expect_no_match "$TMP/with.err" 'libdw' "with libdw: no complaint"
 
-run cached LD_LIBRARY_PATH="$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-expect_match "$TMP/cached.threads" '^#	0x[0-9a-f]+	+__libc_start_call_main\+0x[0-9a-f]+' \
-  "without libdw, the cache filled: named frames"
-expect_no_match "$TMP/cached.err" 'libdw' "without libdw, the cache filled: libdw never loaded"
-
-run without CPROF_DEBUG_CACHE=off LD_LIBRARY_PATH="$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+run without LD_LIBRARY_PATH="$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 expect_match "$TMP/without.err" \
   '^cprof: symbolize: cannot load libdw\.so\.1: .*; profiles will have addresses but no function names$' \
   "without libdw: one line naming it"
