@@ -67,11 +67,10 @@ echo "ok: $(tail -1 "$TMP/vdso_locs.txt"); each in an exported function carries 
 # The names come from the image in memory, not from libdw: with a libdw
 # that cannot be loaded (a file that is not an ELF object found first),
 # every other frame is an address (pprof is told not to symbolize them
-# itself), the vDSO's function is still named. The symbol cache is off
-# there: it would name the program's functions from the first run.
+# itself), the vDSO's function is still named.
 mkdir -p "$TMP/lib"
 printf 'not an ELF object\n' >"$TMP/lib/libdw.so.1"
-CPROF_DEBUG_CACHE=off LD_LIBRARY_PATH="$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+LD_LIBRARY_PATH="$TMP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   "$prog" 0.5 "$TMP/vdso2.so" >"$TMP/nolibdw.pb.gz" 2>"$TMP/nolibdw.err" ||
   { cat "$TMP/nolibdw.err" >&2; fail "vdso_loop failed without libdw"; }
 expect_match "$TMP/nolibdw.err" 'cannot load libdw' "without libdw: cprof says it cannot load it"
