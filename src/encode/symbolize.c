@@ -2099,8 +2099,9 @@ static void entry_name(const sym_object *o, char *out, size_t cap) {
 #define CACHE_ENTRY_MAX ((size_t)64 << 20)
 
 /* Reads o's entry (again): its view is replaced only by a usable one (an
- * entry removed meanwhile, or stale, leaves what o had). */
-static void read_entry(sym_object *o, const char *tag) {
+ * entry removed meanwhile, or stale, leaves what o had). Returns whether
+ * it was. */
+static bool read_entry(sym_object *o, const char *tag) {
   char name[2 * 64 + 8];
   entry_name(o, name, sizeof name);
   o->checked_ns = cprof__mono_ns();
@@ -2109,19 +2110,20 @@ static void read_entry(sym_object *o, const char *tag) {
   cprof__symcache_view v;
   if (!cprof__cachedir_read(name, CACHE_ENTRY_MAX, &b, &st)) {
     cprof_buf_free(&b);
-    return;
+    return false;
   }
   o->status = st;
   o->have_status = true;
   if (!cprof__symcache_parse(b.data, b.len, &v) ||
       !cprof__symcache_stamp_holds(v.stamp, v.stamp_len, tag)) {
     cprof_buf_free(&b);
-    return;
+    return false;
   }
   cprof_buf_free(&o->file);
   o->file = b;
   o->view = v;
   o->have_view = true;
+  return true;
 }
 
 /* The symbol cache's object for pc's mapping, its entry read on first
@@ -2134,7 +2136,7 @@ static sym_object *cache_object(int mapping, const char *tag) {
   sym_object *o = object_named(m->build_id);
   if (!o || o->tried) return o;
   o->tried = true;
-  read_entry(o, tag);
+  (void)read_entry(o, tag);
   return o;
 }
 
@@ -2156,10 +2158,7 @@ static bool entry_renewed(sym_object *o, const char *tag) {
   entry_name(o, name, sizeof name);
   if (o->have_status && !cprof__cachedir_changed(name, &o->status))
     return false;
-  bool had = o->have_view;
-  const unsigned char *data = o->file.data;
-  read_entry(o, tag);
-  return o->have_view && (!had || o->file.data != data);
+  return read_entry(o, tag);
 }
 
 /* Fills r from o's entry; false when it has no result for off. */
