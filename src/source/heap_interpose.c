@@ -109,6 +109,17 @@ NO_SAN static __attribute__((noinline)) void free_slow(void *p) {
   CPROF__ALLOC_LOAD(free)((unsigned char *)p - delta);
 }
 
+/* free()'s target for a pointer off a page boundary while sampled blocks
+ * live off one (cprof__heap_update_free_next): one that none of them can
+ * be goes straight to the allocator underneath. */
+NO_SAN static void free_unaligned(void *p) {
+  if (CPROF__UNLIKELY(cprof__heap_free_checks(p))) {
+    free_slow(p);
+    return;
+  }
+  CPROF__ALLOC_LOAD(free)(p);
+}
+
 /* A block of n bytes as malloc makes it: whether it is sampled goes to
  * *sample and its tracking word (see cprof__heap_record) to *meta, for the
  * caller to record from cprof_alloc_text. */
@@ -456,7 +467,7 @@ static void atfork_child(void) {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
 static void init_once_fn(void) {
-  cprof__heap_live_slow_free(free_slow);
+  cprof__heap_live_slow_free(free_unaligned);
   /* The allocation interposers, as a program's calls reach them, for the
    * tail-call frames (profile.c). */
   static const uintptr_t mine[] = {

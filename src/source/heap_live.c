@@ -41,6 +41,9 @@ static void free_unresolved(void *p);
 _Alignas(64) struct cprof__heap_hot cprof__heap_hot = {free_unresolved, 0, 0,
                                                        0, NULL};
 
+/* The slots of the sampled blocks off a page boundary (heap_live.h). */
+_Alignas(64) struct cprof__heap_unaligned cprof__heap_unaligned;
+
 /*
  * free_next follows unaligned_live: the interposers' slow free (registered
  * by them, cprof__heap_live_slow_free) while it is not zero, the
@@ -125,10 +128,23 @@ typedef struct live_node live_node;
  * cost too much memory), realloc results larger than a page (moving them
  * means copying them), and blocks whose placement failed.
  * cprof__heap_hot.unaligned_live counts them; while it is not zero,
- * free_next sends every pointer to the slow path, which reads the filter:
- * the cost of the design before this one. The count shares the line every
- * malloc() and free() reads, so at those low rates each change costs the
- * other threads a cache miss.
+ * free_next sends every pointer to the slow path. The count shares the
+ * line every malloc() and free() reads, so at those low rates each change
+ * costs the other threads a cache miss.
+ *
+ * Blocks off a page boundary. At the default rate such blocks are few
+ * (a compiler that grows its vectors by realloc keeps one or two live
+ * for most of its run), but while one lives every free() takes the slow
+ * path. So their addresses also go to CPROF__HEAP_UNALIGNED_SLOTS slots
+ * in one cache line (cprof__heap_unaligned), which that path compares
+ * the pointer with: a pointer none holds goes straight to the allocator,
+ * without the filter's load, which misses the cache. A block that finds
+ * every slot taken is counted as spilled instead, and while any is, the
+ * slow path reads the filter as before (at rates below
+ * CPROF__HEAP_ALIGN_MIN_RATE, where every sampled block is off a page
+ * boundary). A slot is written before its block is handed out and
+ * cleared by the block's free, before the allocator can hand the
+ * address out again.
  */
 #define REGION_PAGES ((size_t)1 << 14) /* 64 MiB of address space at most */
 
@@ -343,6 +359,36 @@ NO_SAN static void filter_add(const void *p, int delta) {
   }
 }
 
+/* Puts p, a block off a page boundary, in a free slot, or counts it as
+ * spilled. */
+NO_SAN static void unaligned_add(const void *p) {
+  for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS; i++) {
+    uintptr_t zero = 0;
+    if (LOAD(cprof__heap_unaligned.at[i]) == 0 &&
+        atomic_compare_exchange_strong_explicit(
+            &cprof__heap_unaligned.at[i], &zero, (uintptr_t)p,
+            memory_order_relaxed, memory_order_relaxed))
+      return;
+  }
+  atomic_fetch_add_explicit(&cprof__heap_unaligned.spilled, 1,
+                            memory_order_relaxed);
+}
+
+/* Takes p out of its slot, or out of the spilled count when no slot holds
+ * it. Only the owner of p calls it, once for each unaligned_add. */
+NO_SAN static void unaligned_remove(const void *p) {
+  for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS; i++) {
+    uintptr_t want = (uintptr_t)p;
+    if (LOAD(cprof__heap_unaligned.at[i]) == want &&
+        atomic_compare_exchange_strong_explicit(
+            &cprof__heap_unaligned.at[i], &want, 0, memory_order_relaxed,
+            memory_order_relaxed))
+      return;
+  }
+  atomic_fetch_sub_explicit(&cprof__heap_unaligned.spilled, 1,
+                            memory_order_relaxed);
+}
+
 /* Counts a block into or out of cprof__heap_hot.unaligned_live, and points
  * free() at its slow path or back when the count leaves or reaches zero. */
 NO_SAN static void count_unaligned(int64_t delta) {
@@ -419,7 +465,10 @@ NO_SAN _Atomic uint64_t *cprof__heap_live_insert(void *p, uint64_t meta,
   atomic_store_explicit(&n->delta, delta, memory_order_relaxed);
   filter_add(p, 1);
   atomic_fetch_add_explicit(&cprof__heap_hot.listed, 1, memory_order_relaxed);
-  if ((uintptr_t)p & (PAGE - 1)) count_unaligned(1);
+  if ((uintptr_t)p & (PAGE - 1)) {
+    unaligned_add(p);
+    count_unaligned(1);
+  }
   return &n->meta;
 }
 
@@ -434,7 +483,15 @@ NO_SAN cprof__heap_live_entry cprof__heap_live_find(const void *p,
    * the allocator puts on a page boundary by chance get no further. A
    * block's insert is seen here, as the count is raised before the
    * block is handed out. */
-  if (!p || LOAD(cprof__heap_hot.listed) == 0 || !maybe_sampled(p)) return e;
+  if (!p || LOAD(cprof__heap_hot.listed) == 0) return e;
+  if ((uintptr_t)p & (PAGE - 1)) {
+    /* Off a page boundary, a slot that holds p says it is listed; with
+     * none spilled, no slot holding it says it is not. */
+    if (!cprof__heap_unaligned_may_be(p)) return e;
+    if (LOAD(cprof__heap_unaligned.spilled) != 0 && !maybe_sampled(p)) return e;
+  } else if (!maybe_sampled(p)) {
+    return e;
+  }
   _Atomic uint32_t *b = &buckets[addr_hash(p) >> (64 - BUCKET_BITS)];
   for (uint32_t i = atomic_load_explicit(b, memory_order_acquire); i;
        i = atomic_load_explicit(&node_at(i - 1)->next, memory_order_acquire)) {
@@ -448,7 +505,10 @@ NO_SAN cprof__heap_live_entry cprof__heap_live_find(const void *p,
       filter_add(p, -1);
       atomic_fetch_sub_explicit(&cprof__heap_hot.listed, 1,
                                 memory_order_relaxed);
-      if ((uintptr_t)p & (PAGE - 1)) count_unaligned(-1);
+      if ((uintptr_t)p & (PAGE - 1)) {
+        unaligned_remove(p);
+        count_unaligned(-1);
+      }
     }
     return e;
   }

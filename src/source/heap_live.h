@@ -98,12 +98,40 @@ CPROF__HEAP_NO_SAN static inline bool cprof__heap_in_region(const void *p) {
   return cprof__heap_region_page_of(p, &page);
 }
 
-/* Whether free(p) must look further than the allocator underneath: the
- * fast path's test. */
+/* The addresses of the sampled blocks not on a page boundary while they
+ * are few (see "Blocks off a page boundary" in heap_live.c): each slot
+ * holds one or 0, and spilled counts those that found no free slot. One
+ * cache line, written only when such a block is tracked or forgotten. */
+#define CPROF__HEAP_UNALIGNED_SLOTS 7
+struct cprof__heap_unaligned {
+  _Atomic uintptr_t at[CPROF__HEAP_UNALIGNED_SLOTS];
+  _Atomic uint64_t spilled;
+};
+CPROF__HIDDEN extern _Alignas(64) struct cprof__heap_unaligned
+    cprof__heap_unaligned;
+
+/* Whether p, a pointer off a page boundary, may be a sampled block's:
+ * a slot holds it, or some such block found no slot. */
+CPROF__HEAP_NO_SAN static inline bool cprof__heap_unaligned_may_be(
+    const void *p) {
+  if (atomic_load_explicit(&cprof__heap_unaligned.spilled,
+                           memory_order_relaxed) != 0)
+    return true;
+  for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS; i++)
+    if (atomic_load_explicit(&cprof__heap_unaligned.at[i],
+                             memory_order_relaxed) == (uintptr_t)p)
+      return true;
+  return false;
+}
+
+/* Whether free(p) must look further than the allocator underneath: a
+ * pointer on a page boundary, or one off it while sampled blocks live off
+ * one and it may be one of them. */
 CPROF__HEAP_NO_SAN static inline bool cprof__heap_free_checks(const void *p) {
   return ((uintptr_t)p & (CPROF__HEAP_PAGE - 1)) == 0 ||
-         atomic_load_explicit(&cprof__heap_hot.unaligned_live,
-                              memory_order_relaxed) != 0;
+         (atomic_load_explicit(&cprof__heap_hot.unaligned_live,
+                               memory_order_relaxed) != 0 &&
+          cprof__heap_unaligned_may_be(p));
 }
 
 /* A tracking word: stack id << 40 | requested size. */

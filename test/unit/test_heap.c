@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 
 #include "profile/heap.h"
+#include "source/heap_live.h"
 #include "source/heap_sampler.h"
 #include "base/mem.h"
 #include "capture/stacktab.h"
@@ -444,6 +445,51 @@ static void test_placement(void) {
   cprof_heap_set_rate(prev);
 }
 
+/* Blocks off a page boundary, while they are few, are known by their
+ * slots: each is found when freed, a pointer none holds is not taken for
+ * one, and past the slots the rest are counted as spilled and found
+ * through the filter. */
+static void test_unaligned_slots(void) {
+  long prev = cprof_heap_set_rate(1);
+  uint64_t unaligned = cprof__heap_unaligned_live();
+  uint64_t spilled = atomic_load(&cprof__heap_unaligned.spilled);
+  enum { N = CPROF__HEAP_UNALIGNED_SLOTS + 3 };
+  void *b[N];
+  /* Sampled at rate 1, every block stays where the allocator put it. */
+  for (int i = 0; i < N; i++) b[i] = malloc(40 + (size_t)i);
+  cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
+  uint64_t mine = cprof__heap_unaligned_live() - unaligned;
+  CHECK(mine >= N - 1); /* one may be on a page boundary by chance */
+  CHECK(atomic_load(&cprof__heap_unaligned.spilled) >= spilled + 1);
+  for (int i = 0; i < N; i++)
+    if ((uintptr_t)b[i] & 4095) CHECK(cprof__heap_unaligned_may_be(b[i]));
+  /* Freed in an order that empties the slots before the spilled ones. */
+  for (int i = 0; i < N; i++) free(b[i]);
+  CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.spilled), spilled);
+  /* A few, none spilled: each found by its slot, others not taken. */
+  if (spilled == 0) {
+    cprof_heap_set_rate(1);
+    void *few[2] = {malloc(48), malloc(56)};
+    cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
+    CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.spilled), 0);
+    char *other = malloc(72);
+    if ((uintptr_t)other & 4095) {
+      CHECK(!cprof__heap_unaligned_may_be(other));
+      CHECK(!cprof__heap_free_checks(other));
+    }
+    for (int i = 0; i < 2; i++)
+      if ((uintptr_t)few[i] & 4095) CHECK(cprof__heap_free_checks(few[i]));
+    free(other);
+    free(few[1]);
+    free(few[0]);
+    CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  }
+  for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS && unaligned == 0; i++)
+    CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.at[i]), 0);
+  cprof_heap_set_rate(prev);
+}
+
 int main(void) {
   RUN(test_ln_exp);
   RUN(test_intervals);
@@ -455,6 +501,7 @@ int main(void) {
   RUN(test_park);
   /* Before test_threads: under TSan its stacks fill the record table. */
   RUN(test_placement);
+  RUN(test_unaligned_slots);
   RUN(test_region_thread_exit);
   RUN(test_threads);
   return TEST_RESULT();
