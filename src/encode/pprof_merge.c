@@ -1133,9 +1133,10 @@ static int merger_init(merger *m) {
   m->z.next_out = m->zbuf;
   m->z.avail_out = ZOUT_CAP;
   /* windowBits 15 + 16 asks for a gzip header and trailer, as pprof files
-   * have; level 6 is zlib's usual balance. */
+   * have; level 1, as the profiles it merges (pprof.c). */
   cprof__guard_enter();
-  int rc = deflateInit2(&m->z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
+  int rc = deflateInit2(&m->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8,
+                        Z_DEFAULT_STRATEGY);
   cprof__guard_exit();
   if (rc != Z_OK) return nomem(m);
   m->z_ready = true;
