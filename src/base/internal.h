@@ -73,4 +73,9 @@ CPROF__HIDDEN const char *cprof__synthetic_name(uintptr_t pc);
 CPROF__HIDDEN int64_t cprof__now_ns(void);
 CPROF__HIDDEN int64_t cprof__mono_ns(void);
 
+/* secs since the epoch as UTC text, 2006-01-02T15:04:05Z ("-" for a year
+ * outside 0..9999), without reading the time zone file. */
+#define CPROF__UTC_TEXT 21
+CPROF__HIDDEN void cprof__utc_text(int64_t secs, char out[CPROF__UTC_TEXT]);
+
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -137,6 +138,15 @@ static int list_tids(int dirfd, pid_t **out, size_t *count) {
 }
 
 bool cprof__proc_thread_name(pid_t tid, char *out, size_t len) {
+  /* The calling thread's own without /proc: each open of a task's file
+   * leaves entries the kernel walks again when the process is reaped. */
+  if (tid == cprof__sys_gettid() && len > 0) {
+    char own[16] = {0};
+    if (prctl(PR_GET_NAME, (unsigned long)own, 0, 0, 0) == 0) {
+      snprintf(out, len, "%s", own);
+      return true;
+    }
+  }
   char path[64];
   snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
   if (cprof__proc_read(AT_FDCWD, path, out, len) <= 0) return false;

@@ -414,11 +414,8 @@ static int write_block(dump_out *o, const char *name, int debug,
   for (i = 0; name[i] && i + 1 < sizeof upper; i++)
     upper[i] = (char)(name[i] >= 'a' && name[i] <= 'z' ? name[i] - 32 : name[i]);
   upper[i] = '\0';
-  char when[32];
-  time_t now = time(NULL);
-  struct tm tm;
-  gmtime_r(&now, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  char when[CPROF__UTC_TEXT];
+  cprof__utc_text((int64_t)time(NULL), when);
 
   cprof_buf out = {0};
   int err = cprof__buf_printf(&out,

@@ -617,10 +617,8 @@ static void serve_processes(cprof__http_resp *r) {
       cprof__calloc(CPROF__TREE_MAX_MEMBERS, sizeof *m);
   size_t n = m ? cprof__tree_members(m, CPROF__TREE_MAX_MEMBERS) : 0;
   for (size_t i = 0; i < n && i < CPROF__TREE_MAX_MEMBERS; i++) {
-    time_t secs = (time_t)(m[i].start_unix_ns / 1000000000);
-    struct tm tm;
-    char when[32] = "-";
-    if (gmtime_r(&secs, &tm)) strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    char when[CPROF__UTC_TEXT];
+    cprof__utc_text(m[i].start_unix_ns / 1000000000, when);
     cprof__buf_printf(&r->body, "%d\t%d\t%s\tmember\t%s\n", (int)m[i].pid,
                       (int)m[i].ppid, when, m[i].name);
   }

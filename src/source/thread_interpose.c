@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdatomic.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -94,6 +95,7 @@ typedef struct thread_start {
   bool cprof_thread; /* created by cprof's own code: guarded for life */
   const cprof_labels *labels; /* the creator's, which the thread inherits */
   uint32_t create_sid; /* the creating stack, or CPROF__TASK_NO_STACK */
+  const char *name; /* a thread of cprof's own: the name it gives itself */
 } thread_start;
 
 static pid_t own_tid(void) { return (pid_t)syscall(SYS_gettid); }
@@ -158,7 +160,7 @@ CPROF_EXPORT int pthread_create(pthread_t *thread, const pthread_attr_t *attr,
   }
   if (start) {
     *start = (thread_start){fn, arg, cprof_thread, cprof_labels_current(),
-                            sid};
+                            sid, NULL};
     rc = real(thread, attr, cprof__thread_main, start);
     if (rc != 0) cprof__free(start);
   } else {
@@ -216,6 +218,11 @@ static void stack_shadow_clear(char *top) { (void)top; }
 
 static void *spawned_main(void *p) {
   stack_shadow_clear(__builtin_frame_address(0));
+  /* The thread names itself: naming it from its creator
+   * (pthread_setname_np) writes /proc/self/task/TID/comm, an open whose
+   * entries the kernel walks again when the process is reaped. */
+  const char *name = ((const thread_start *)p)->name;
+  if (name) prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
   /* Started by a fork child's handler: nothing until every handler of
    * cprof's has run (base/fork.h). */
   cprof__fork_child_wait();
@@ -238,7 +245,7 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
   if (!real) return EAGAIN;
   thread_start *start = cprof__malloc(sizeof *start);
   if (!start) return ENOMEM;
-  *start = (thread_start){fn, arg, true, NULL, CPROF__TASK_NO_STACK};
+  *start = (thread_start){fn, arg, true, NULL, CPROF__TASK_NO_STACK, name};
   spawn_track(start, true);
   sigset_t all, old;
   sigfillset(&all);
@@ -262,7 +269,6 @@ int cprof__thread_spawn(pthread_t *thread, void *(*fn)(void *), void *arg,
     spawn_track(start, false);
     cprof__free(start);
   }
-  if (rc == 0 && name) pthread_setname_np(*thread, name);
   return rc;
 }
 

@@ -13,7 +13,8 @@
 #include "capture/agg.h"
 
 /* Starts one of cprof's own threads: created directly (not counted in
- * threadcreate), named name, with every signal blocked so that no signal
+ * threadcreate), named name (a string that outlives the thread's start,
+ * at most 15 bytes; the thread names itself), with every signal blocked so that no signal
  * meant for the application is ever handled on it, and marked as profiler
  * code for its whole life (cprof__guarded). Threads that cprof's code
  * creates through pthread_create (libmicrohttpd's, while cprof is guarded)

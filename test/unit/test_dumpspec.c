@@ -3,6 +3,11 @@
  * and each kind of bad spec is rejected with a message naming the problem
  * and its column.
  */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/internal.h"
 #include "sink/dumpspec.h"
 #include "testutil.h"
 
@@ -102,8 +107,44 @@ static void test_bad(void) {
   CHECK_EQ_INT(cprof__dump_parse(NULL, &s, err, sizeof err), CPROF_EINVAL);
 }
 
+/* A dump's time, written without gmtime_r (whose first call reads the
+ * time zone file): the text of gmtime_r's fields, second by second
+ * around month, leap-day and century ends, and at random over 0..9999. */
+static void test_utc_text(void) {
+  static const int64_t around[] = {0, 59, 86399, 86400, 951782399, 951868800,
+                                   4107542399, 1796536092, -1, -86401,
+                                   253402300799};
+  uint64_t x = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < 20000; i++) {
+    int64_t secs;
+    if (i < (int)(sizeof around / sizeof around[0])) {
+      secs = around[i];
+    } else {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      secs = (int64_t)(x % 315537897600u) - 62167219200; /* 0000..9999 */
+    }
+    char got[CPROF__UTC_TEXT], want[64] = "-";
+    cprof__utc_text(secs, got);
+    time_t t = (time_t)secs;
+    struct tm tm;
+    if (gmtime_r(&t, &tm) && tm.tm_year + 1900 >= 0 && tm.tm_year + 1900 <= 9999)
+      snprintf(want, sizeof want, "%04d-%02d-%02dT%02d:%02d:%02dZ",
+               tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+               tm.tm_min, tm.tm_sec);
+    if (strcmp(got, want) != 0) {
+      fprintf(stderr, "%lld: %s, want %s\n", (long long)secs, got, want);
+      CHECK(0);
+      return;
+    }
+  }
+  char got[CPROF__UTC_TEXT];
+  cprof__utc_text(253402300800, got); /* year 10000 */
+  CHECK(strcmp(got, "-") == 0);
+}
+
 int main(void) {
   RUN(test_good);
   RUN(test_bad);
+  RUN(test_utc_text);
   return TEST_RESULT();
 }
