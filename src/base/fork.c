@@ -23,6 +23,9 @@ typedef struct handlers {
 } handlers;
 
 static handlers table[CPROF__FORK_SLOTS];
+#define LAST_MAX 4
+static void (*last[LAST_MAX])(void); /* cprof__atfork_child_last's */
+static _Atomic int nlast;
 static _Atomic uint32_t filled;  /* bit per slot of table filled in */
 static uint32_t forked;          /* filled when the fork began */
 static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -57,6 +60,7 @@ static void run_child(void) {
   pthread_mutex_init(&register_lock, NULL);
   for (int i = 0; i < CPROF__FORK_SLOTS; i++)
     if ((forked >> i & 1) && table[i].child) table[i].child();
+  for (int i = 0, n = atomic_load(&nlast); i < n; i++) last[i]();
   atomic_store(&child_running, false);
 }
 
@@ -84,6 +88,24 @@ int cprof__atfork(cprof__fork_slot slot, void (*prepare)(void),
   } else {
     table[slot] = h;
     atomic_store(&filled, bits | 1u << slot);
+  }
+  cprof__unlock(&register_lock);
+  return err;
+}
+
+int cprof__atfork_child_last(void (*fn)(void)) {
+  pthread_once(&once, first);
+  int err = 0;
+  cprof__lock(&register_lock);
+  int n = atomic_load(&nlast), i = 0;
+  while (i < n && last[i] != fn) i++;
+  if (i == n) {
+    if (n == LAST_MAX) {
+      err = EINVAL;
+    } else {
+      last[n] = fn;
+      atomic_store(&nlast, n + 1);
+    }
   }
   cprof__unlock(&register_lock);
   return err;

@@ -67,6 +67,13 @@ CPROF__HIDDEN int cprof__atfork(cprof__fork_slot slot,
                                 void (*prepare)(void), void (*parent)(void),
                                 void (*child)(void));
 
+/* Registers fn to run in a fork child after every slot's child handler:
+ * for a module of a lower layer that settles what the higher ones'
+ * handlers left (the CPU timers give back their signal if no session
+ * restarted in the child). At most 4; registering fn again changes
+ * nothing. Returns 0, or EINVAL when full. */
+CPROF__HIDDEN int cprof__atfork_child_last(void (*fn)(void));
+
 /* True in a fork child while cprof's child handlers run. */
 CPROF__HIDDEN bool cprof__fork_child_running(void);
 

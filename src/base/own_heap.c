@@ -64,6 +64,12 @@ static unsigned char *range;   /* null until mapped */
 static bool range_failed;      /* the mapping was refused once */
 static size_t range_used;      /* bytes carved from the start */
 static void *free_lists[NCLASSES];
+/* A fork child's parent's free lists, used only once the range is full:
+ * reusing a freed block of the parent's writes a page the child shares
+ * with it (a copy on write for a block of a few bytes), where a block
+ * carved from the range's untouched end shares the child's new pages with
+ * the blocks carved next to it. */
+static void *inherited_lists[NCLASSES];
 static cprof__own_stats stats;
 
 /* Large blocks: address and length, open addressing, linear probing.
@@ -169,6 +175,8 @@ NO_SAN static void *small_alloc(size_t n, size_t align) {
     b = range + range_used;
     range_used += size;
     stats.range_used = range_used;
+  } else if ((b = inherited_lists[c]) != NULL) {
+    memcpy(&inherited_lists[c], b, sizeof(void *));
   }
   if (b) {
     stats.small_blocks++;
@@ -308,4 +316,27 @@ void cprof__own_atfork_prepare(void) { spin_lock(&lock); }
 
 void cprof__own_atfork_parent(void) { spin_unlock(&lock); }
 
-void cprof__own_atfork_child(void) { spin_release_stale(&lock); }
+void cprof__own_atfork_child(void) {
+  spin_release_stale(&lock);
+  /* What the parent freed is reused after the range's fresh end (see
+   * inherited_lists). A grandchild joins its parent's list to the one
+   * inherited before it, unless the list is long (a walk of it here
+   * would cost more than its reuse saves): that class keeps its list. */
+  for (unsigned c = 0; c < NCLASSES; c++) {
+    void *b = free_lists[c];
+    if (!b) continue;
+    if (inherited_lists[c]) {
+      unsigned char *tail = b, *next;
+      unsigned walked = 0;
+      for (;; walked++) {
+        memcpy(&next, tail, sizeof next);
+        if (!next || walked == 64) break;
+        tail = next;
+      }
+      if (next) continue;
+      memcpy(tail, &inherited_lists[c], sizeof(void *));
+    }
+    free_lists[c] = NULL;
+    inherited_lists[c] = b;
+  }
+}

@@ -154,21 +154,43 @@ bool cprof__proc_thread_name(pid_t tid, char *out, size_t len) {
   return true;
 }
 
+/* The number after "\nKEY:" and its blanks in text, or -1 (none, or no
+ * digits). A few lines of code of its own, not strstr and strtol: in a
+ * fork child that calls neither, their first calls cost page faults. */
+static long status_field(const char *text, const char *key) {
+  size_t klen = strlen(key);
+  for (const char *p = text; (p = strchr(p, '\n')) != NULL;) {
+    p++;
+    if (strncmp(p, key, klen) != 0 || p[klen] != ':') continue;
+    p += klen + 1;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p < '0' || *p > '9') return -1;
+    long v = 0;
+    while (*p >= '0' && *p <= '9' && v < 1000000000) v = v * 10 + (*p++ - '0');
+    return v;
+  }
+  return -1;
+}
+
 /* The calling thread's seccomp mode (0 none, 1 strict, 2 filter) and its
  * number of filters (-1 where the kernel does not say); mode -1 when the
- * status cannot be read. */
+ * status cannot be read. The main thread reads /proc/self/status, which
+ * is its own (and, in a fork child, leaves the kernel fewer entries to
+ * drop when the child is reaped); another, /proc/thread-self/status. */
 static int seccomp_state(long *filters) {
   char buf[4096];
   *filters = -1;
-  if (cprof__proc_read(AT_FDCWD, "/proc/thread-self/status", buf, sizeof buf) <= 0 &&
+  bool main_thread = cprof__sys_gettid() == getpid();
+  if (cprof__proc_read(AT_FDCWD,
+                       main_thread ? "/proc/self/status"
+                                   : "/proc/thread-self/status",
+                       buf, sizeof buf) <= 0 &&
       cprof__proc_read(AT_FDCWD, "/proc/self/status", buf, sizeof buf) <= 0)
     return -1;
-  const char *p = strstr(buf, "\nSeccomp:");
-  if (!p) return 0; /* a kernel without seccomp */
-  int mode = atoi(p + strlen("\nSeccomp:"));
-  const char *f = strstr(buf, "\nSeccomp_filters:");
-  if (f) *filters = atol(f + strlen("\nSeccomp_filters:"));
-  return mode;
+  long mode = status_field(buf, "Seccomp");
+  if (mode < 0) return 0; /* a kernel without seccomp */
+  *filters = status_field(buf, "Seccomp_filters");
+  return (int)mode;
 }
 
 bool cprof__seccomp_filtered(void) {

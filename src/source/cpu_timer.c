@@ -269,7 +269,11 @@ static void arm_existing_threads(void) {
   pid_t *tids;
   size_t n;
   if (!timers_allowed()) return;
-  if (cprof__proc_tids(&tids, &n) != 0) {
+  /* In a fork child's handlers the program has one thread, this one (the
+   * threads of cprof's own that earlier handlers started block every
+   * signal): no listing of /proc/self/task, whose entries the kernel
+   * walks again when the child is reaped. */
+  if (cprof__fork_child_running() || cprof__proc_tids(&tids, &n) != 0) {
     arm_thread(cprof__sys_gettid());
     return;
   }
@@ -333,6 +337,9 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
  * handler that interrupted its holder), so the child never inherits it
  * taken mid-change by a thread that is not there. */
 static bool fork_took;
+/* In a fork child, between its first and last handlers: the signal is
+ * still claimed while no session runs (child_after_fork). */
+static bool signal_parked;
 static void fork_prepare(void) {
   fork_took = atomic_load(&engine_holder) != cprof__sys_gettid();
   if (fork_took) engine_take();
@@ -376,9 +383,13 @@ static void child_after_fork(void) {
     engine_started();
     arm_thread(cprof__sys_gettid());
   } else {
+    /* The signal stays claimed until every child handler has run
+     * (child_signal_settle): a session a later handler starts (the
+     * dumps' window) finds it installed, where giving it back and
+     * claiming it again cost a child 0.3 ms (a read of every signal's
+     * disposition, for the alternate-stack masks). */
     atomic_store(&engine_hz, 0);
-    int sig = atomic_load(&cpu_signal.signo);
-    if (sig) cprof__sig_drop(&cpu_signal, sig);
+    signal_parked = atomic_load(&cpu_signal.signo) != 0;
   }
   /* Held since the prepare handler, so that no thread of the child (one
    * a handler started) saw the engine half reset. */
@@ -389,6 +400,15 @@ static void child_after_fork(void) {
     pthread_mutex_init(&engine_lock, NULL);
 }
 
+/* After every child handler: the signal goes back to the program if no
+ * session of the child's took it. */
+static void child_signal_settle(void) {
+  if (!signal_parked) return;
+  signal_parked = false;
+  int sig = atomic_load(&cpu_signal.signo);
+  if (sig && atomic_load(&engine_hz) == 0) cprof__sig_drop(&cpu_signal, sig);
+}
+
 void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
   if (s) atomic_store(&s->follows_forks, true);
 }
@@ -396,6 +416,7 @@ void cprof__cpu_session_follow_forks(cprof__cpu_session *s) {
 static void install_atfork(void) {
   cprof__atfork(CPROF__FORK_CPU_TIMERS, fork_prepare, fork_parent,
                 child_after_fork);
+  cprof__atfork_child_last(child_signal_settle);
 }
 
 static void read_signal_env(void) {

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -193,7 +194,19 @@ static int mode_fork(void) {
   burn(0.1);
   pid_t pid = fork();
   if (pid == 0) {
-    /* The child starts unprofiled and may profile on its own. */
+    /* The child starts unprofiled, its parent's signal given back: the
+     * kernel's disposition (the program's own sigaction would show the
+     * program's view) is the default again. */
+    struct {
+      void *handler;
+      unsigned long flags;
+      void *restorer;
+      unsigned long mask;
+    } ksa;
+    if (syscall(SYS_rt_sigaction, SIGPROF, NULL, &ksa, 8) != 0 ||
+        ksa.handler != (void *)SIG_DFL)
+      _exit(4);
+    /* It may profile on its own. */
     int err = cprof_cpu_start(1000);
     burn(0.1);
     cprof_buf buf = {0};
