@@ -11,7 +11,7 @@
 #include "base/mem.h"
 #include "base/lock.h"
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Fork: a child must not inherit the lock held by a thread that does not
  * exist there (one in the middle of a dlopen). Fork takes it when it is
@@ -19,7 +19,7 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
  * free lock, and a library whose loading had not finished is loaded again
  * there when first used. */
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
-static bool held_at_fork;
+static CPROF__FORK_DATA bool held_at_fork;
 
 static void before_fork(void) {
   held_at_fork = ((int (*)(pthread_mutex_t *))cprof__real(

@@ -28,7 +28,7 @@ static void (*last[LAST_MAX])(void); /* cprof__atfork_child_last's */
 static _Atomic int nlast;
 static _Atomic uint32_t filled;  /* bit per slot of table filled in */
 static uint32_t forked;          /* filled when the fork began */
-static pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t register_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool child_running;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 

@@ -13,6 +13,18 @@
 #include "cprof.h"
 
 #define CPROF__HIDDEN __attribute__((visibility("hidden")))
+
+/* A lock that a fork handler takes before fork and gives back after it,
+ * in the parent and in the child. Every such lock of cprof's lies in one
+ * section, a cache line each: a fork write-protects the pages they lie on
+ * and the first write to each after it copies it (in the child) or takes
+ * a fault (in the parent), so once for all of them rather than once a
+ * lock on pages of their own. */
+#define CPROF__FORK_LOCK \
+  __attribute__((section(".cprof_fork_locks"), aligned(64)))
+/* A flag a fork handler writes in the parent (or in the child before any
+ * other write there): on the same page as the locks. */
+#define CPROF__FORK_DATA __attribute__((section(".cprof_fork_locks")))
 /* What signal handlers may run lives in its own section; the signal-calls
  * test checks, from the machine code, that everything a handler reaches
  * is there and that nothing there calls outside it but an allowlist of

@@ -58,7 +58,7 @@ typedef struct hdr {
 /* The writers' lock: a fork handler holds it across fork, and a taker in
  * the child (another library's child handler that allocates) takes it
  * over from the parent's holder (base/spin.h). */
-static cprof__spin lock;
+static CPROF__FORK_LOCK cprof__spin lock;
 CPROF__SPIN_FUNCTIONS(NO_SAN)
 static unsigned char *range;   /* null until mapped */
 static bool range_failed;      /* the mapping was refused once */

@@ -77,7 +77,7 @@
 
 static _Atomic(cprof__cfi_index *) current_index;
 static atomic_long readers;
-static cprof__spin writer_lock;
+static CPROF__FORK_LOCK cprof__spin writer_lock;
 CPROF__SPIN_FUNCTIONS()
 
 /* The writer's state, under writer_lock. */

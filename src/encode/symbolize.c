@@ -160,7 +160,7 @@ static struct {
   uint64_t image_bias;
 } S;
 
-static pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void sym_fork_init(void);
@@ -660,7 +660,7 @@ static const Dwfl_Callbacks callbacks = {.find_elf = find_elf,
  * registers fork handlers on its first call, under fork's own
  * registration lock, which fork holds while it takes this one.
  */
-static pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t loader_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Set for a final dump whose signal interrupted a thread inside the
  * dynamic loader, which may hold the loader's lock until the dump ends:
@@ -995,7 +995,7 @@ static unsigned long long refreshed_counts[2];
  * information), the state (and libdw's) may be half changed: the child
  * abandons it, unfreed, and starts afresh, with a lock nobody holds. */
 #define FORK_WAIT_MS 50
-static bool held_at_fork;
+static CPROF__FORK_DATA bool held_at_fork;
 
 static void sym_before_fork(void) {
   struct timespec until;

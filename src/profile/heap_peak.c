@@ -28,7 +28,7 @@
 #include "source/heap_sampler.h"
 #include "source/threads.h"
 
-static pthread_mutex_t peak_lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t peak_lock = PTHREAD_MUTEX_INITIALIZER;
 static cprof__records peak;   /* under peak_lock */
 static int64_t peak_bytes;    /* the estimated total peak holds */
 static atomic_bool started;

@@ -67,7 +67,7 @@ typedef struct wall_window {
 
 /* Open windows, for fork: the child has no sampler thread. */
 static wall_window *open_windows;
-static pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* CPROF_WALL_HZ, read once (at load, from init), like CPROF_CPU_HZ. */

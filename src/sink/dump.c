@@ -158,7 +158,7 @@ static bool installed[MAX_DUMP_SIGNALS];
 /* What the handlers ask for. wake_word changes with every request and is
  * the futex the dumper sleeps on; final_done is set once the final dump is
  * over and is the futex terminating handlers wait on. */
-static _Atomic int wake_word;
+static CPROF__FORK_DATA _Atomic int wake_word;
 /* A dump signal that lets the program carry on asked for a dump; which
  * one, for the blocks' reason. */
 static atomic_bool again_pending;
@@ -171,7 +171,7 @@ static _Atomic int term_sig; /* the first terminating signal, or 0 */
 static atomic_bool exit_pending; /* _exit asked for the final dump */
 static _Atomic int final_done;
 static _Atomic pid_t final_tid; /* the thread writing the final dump */
-static atomic_bool warm_pending; /* this process forked: warm the symbolizer */
+static CPROF__FORK_DATA atomic_bool warm_pending; /* this process forked: warm the symbolizer */
 
 /* Where dumps go. */
 typedef struct dump_out {

@@ -86,13 +86,13 @@ typedef struct member_msg {
   cprof__tree_member info;
 } member_msg;
 
-static pthread_mutex_t tree_mu = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t tree_mu = PTHREAD_MUTEX_INITIALIZER;
 /* Held by an heir through its whole takeover (the endpoint's start
  * included), and by fork: a daemon that forks its workers while its agent
  * takes the tree over waits for it, so no child starts with the takeover
  * half done, or with an allocator's lock the takeover held (a sanitizer's
  * allocator takes none across fork). Taken before tree_mu. */
-static pthread_mutex_t takeover_mu = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t takeover_mu = PTHREAD_MUTEX_INITIALIZER;
 static member members[CPROF__TREE_MAX_MEMBERS]; /* under tree_mu */
 static size_t nmembers;
 static bool is_root;
@@ -105,7 +105,7 @@ static int root_fd = -1; /* the root: hellos arrive here */
 static int join_fd = -1; /* every process of the tree: hellos go here */
 static cprof__tree_serve_fn serve;
 static cprof__tree_heir_ops heir_ops; /* set by the endpoint that hands over */
-static _Atomic int64_t last_fork_ns = INT64_MIN / 2; /* this process's last fork */
+static CPROF__FORK_DATA _Atomic int64_t last_fork_ns = INT64_MIN / 2; /* this process's last fork */
 static _Atomic int member_ctl = -1; /* a member: its agent's control channel */
 static atomic_bool took_over; /* this process took the tree over */
 static _Atomic int inflight; /* a member: requests being served */

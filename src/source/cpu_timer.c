@@ -71,7 +71,7 @@ typedef struct thread_timer {
 
 typedef cprof__cpu_thread_name exited_name;
 
-static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic(cprof__cpu_session *) sessions[CPROF__CPU_SESSIONS];
 static _Atomic int handlers_running;
 static _Atomic int engine_hz; /* 0 when idle */
@@ -112,7 +112,7 @@ static void engine_started(void) {
 
 /* engine_lock's holder (a tid), so that a fork from a handler that
  * interrupted the holder does not wait on it (fork_prepare). */
-static _Atomic pid_t engine_holder;
+static CPROF__FORK_DATA _Atomic pid_t engine_holder;
 
 static void engine_take(void) {
   cprof__lock(&engine_lock);
@@ -336,7 +336,7 @@ size_t cprof__cpu_rescan(const pid_t *tids, size_t n) {
 /* fork: engine_lock is held across it (not when fork is called from a
  * handler that interrupted its holder), so the child never inherits it
  * taken mid-change by a thread that is not there. */
-static bool fork_took;
+static CPROF__FORK_DATA bool fork_took;
 /* In a fork child, between its first and last handlers: the signal is
  * still claimed while no session runs (child_after_fork). */
 static bool signal_parked;

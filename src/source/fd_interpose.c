@@ -136,7 +136,7 @@ static int next_own(unsigned from, unsigned to) {
 /*
  * Registration and fork.
  */
-static pthread_mutex_t fd_mu = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t fd_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fd_once = PTHREAD_ONCE_INIT;
 static __thread int capture_kind CPROF__TLS;
 

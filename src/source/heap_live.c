@@ -55,7 +55,7 @@ _Alignas(64) struct cprof__heap_unaligned cprof__heap_unaligned;
  * those transitions (and around fork, so that a child never inherits it
  * held).
  */
-static cprof__spin free_next_lock;
+static CPROF__FORK_LOCK cprof__spin free_next_lock;
 CPROF__SPIN_FUNCTIONS(NO_SAN)
 static _Atomic(cprof__free_fn) slow_free;
 

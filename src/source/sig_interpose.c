@@ -82,7 +82,7 @@ static void *next(int which) {
 
 
 /* The lock and what it guards. */
-static _Atomic pid_t lock_holder;
+static CPROF__FORK_LOCK _Atomic pid_t lock_holder;
 static cprof__sigown *_Atomic owners[MAX_OWNERS];
 /* The disposition each owned signal had when cprof claimed it. */
 static struct sigaction found[NSIG_MAX];
@@ -108,7 +108,7 @@ static void unlock(void) { atomic_store(&lock_holder, 0); }
 
 /* Whether the forking thread took the lock (not when fork is called from
  * a handler that interrupted this thread's own change). */
-static bool fork_took;
+static CPROF__FORK_DATA bool fork_took;
 static void before_fork(void) { fork_took = lock(); }
 static void after_fork(void) {
   if (fork_took) unlock();

@@ -118,7 +118,7 @@ static struct slot {
   uintptr_t pcs[CPROF__STACK_BUF];
 } slots[SLOTS];
 
-static pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t collect_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t setup_once = PTHREAD_ONCE_INIT;
 static int signo;          /* 0 until set up */
 static cprof__thread_sample_stats last_stats; /* under collect_lock */

@@ -35,7 +35,7 @@
  * gone). */
 enum { GONE = 0, KNOWN = 2 };
 
-static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
+static CPROF__FORK_LOCK pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t scan_cond = PTHREAD_COND_INITIALIZER;
 static cprof__hmap threads_set; /* tid + 1 -> KNOWN; under scan_lock */
 static size_t nlive;            /* entries not GONE */
