@@ -12,11 +12,14 @@
 #include <stdint.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "profile/heap.h"
 #include "source/heap_live.h"
 #include "source/heap_sampler.h"
 #include "base/mem.h"
+#include "base/own_heap.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"
 #include "testutil.h"
@@ -490,6 +493,76 @@ static void test_unaligned_slots(void) {
   cprof_heap_set_rate(prev);
 }
 
+#if CPROF__OWN_ENABLED
+/* In a fork child: a block of 48 bytes that is none of avoid's; then,
+ * with the range filled, a freed block of an ancestor's (want) comes
+ * back.
+ * Returns 0, or the failed step. */
+static int own_child(void *const *avoid, size_t navoid, void *want,
+                     void **out) {
+  void *q = cprof__own_malloc(48);
+  if (!q || !cprof__own_small(q)) return 10;
+  for (size_t i = 0; i < navoid; i++)
+    if (q == avoid[i]) return 11; /* a page shared with the parent */
+  cprof__own_free(q);
+  if (cprof__own_malloc(48) != q) return 12; /* its own list first */
+  *out = q;
+  if (!want) return 0;
+  /* Fill the rest of the range, then the inherited list serves. */
+  for (int i = 0; i < 1024; i++) {
+    void *big = cprof__own_malloc(60 * 1024);
+    if (!big) return 13;
+    if (!cprof__own_small(big)) {
+      cprof__own_free(big);
+      break;
+    }
+  }
+  /* What the range has left for small blocks goes first. */
+  for (int i = 0; i < 4096; i++) {
+    void *x = cprof__own_malloc(48);
+    if (x == want) return 0;
+    if (!x || !cprof__own_small(x)) return 14;
+  }
+  return 16;
+}
+
+/* The grandchild's second inherited block: its parent's list went first. */
+static int own_then(void *want) {
+  return cprof__own_malloc(48) == want ? 0 : 15;
+}
+
+/* A fork child allocates cprof's own memory from the range's fresh end,
+ * not from its parent's freed blocks, which it reuses only once the range
+ * is full; a grandchild likewise, past both lists it inherits. */
+static void test_own_fork(void) {
+  void *p = cprof__own_malloc(48);
+  CHECK(p != NULL && cprof__own_small(p));
+  cprof__own_free(p);
+  pid_t pid = fork();
+  if (pid == 0) {
+    void *q = NULL;
+    int rc = own_child(&p, 1, NULL, &q);
+    if (rc) _exit(rc);
+    cprof__own_free(q);
+    pid_t g = fork();
+    if (g == 0) {
+      void *seen[2] = {p, q}, *r = NULL;
+      int step = own_child(seen, 2, q, &r);
+      _exit(step ? step : own_then(p));
+    }
+    int st = 0;
+    waitpid(g, &st, 0);
+    _exit(WIFEXITED(st) ? WEXITSTATUS(st) + 20 * (WEXITSTATUS(st) != 0) : 30);
+  }
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+    fprintf(stderr, "own_fork: child step %d\n", WEXITSTATUS(status));
+  CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0);
+}
+#endif
+
 int main(void) {
   RUN(test_ln_exp);
   RUN(test_intervals);
@@ -502,6 +575,9 @@ int main(void) {
   /* Before test_threads: under TSan its stacks fill the record table. */
   RUN(test_placement);
   RUN(test_unaligned_slots);
+#if CPROF__OWN_ENABLED
+  RUN(test_own_fork);
+#endif
   RUN(test_region_thread_exit);
   RUN(test_threads);
   return TEST_RESULT();
