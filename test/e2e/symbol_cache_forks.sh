@@ -61,4 +61,15 @@ echo "children after the first that read the program's entry again: $readers of 
 [ "$readers" -ge 1 ] || fail "no child after the first read the entry its earlier siblings wrote"
 checks=$((checks + 1))
 echo "ok: children after the first read the entry their earlier siblings wrote"
+# A child leaves its parent no /proc entries of its threads to drop when
+# it is reaped (docs/dumps.md, "Cost"), and reads no time zone file: its
+# threads of cprof's name themselves, and its dump's date is UTC worked
+# out without gmtime_r.
+for pid in $children; do
+  if grep -E "^$pid +openat\(.*\"(/proc/self/task/|/proc/thread-self/|/etc/localtime)" "$TMP/trace"; then
+    fail "child $pid opened a thread's /proc file or the time zone file"
+  fi
+done
+checks=$((checks + 1))
+echo "ok: no child opened a thread's /proc file or /etc/localtime"
 finish
