@@ -189,23 +189,29 @@ static int mode_steal(void) {
   return stop;
 }
 
+/* SIGPROF's handler as the kernel has it (the program's own sigaction
+ * would show the program's view, not cprof's). */
+static void *kernel_sigprof_handler(void) {
+  struct {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+  } ksa;
+  if (syscall(SYS_rt_sigaction, SIGPROF, NULL, &ksa, 8) != 0) return NULL;
+  return ksa.handler;
+}
+
 static int mode_fork(void) {
+  /* What the program had before profiling: the default, or what this
+   * process inherited (an ignored SIGPROF, which cprof leaves alone). */
+  void *before = kernel_sigprof_handler();
   if (cprof_cpu_start(1000)) return 1;
   burn(0.1);
   pid_t pid = fork();
   if (pid == 0) {
-    /* The child starts unprofiled, its parent's signal given back: the
-     * kernel's disposition (the program's own sigaction would show the
-     * program's view) is the default again. */
-    struct {
-      void *handler;
-      unsigned long flags;
-      void *restorer;
-      unsigned long mask;
-    } ksa;
-    if (syscall(SYS_rt_sigaction, SIGPROF, NULL, &ksa, 8) != 0 ||
-        ksa.handler != (void *)SIG_DFL)
-      _exit(4);
+    /* The child starts unprofiled, its parent's signal given back. */
+    if (kernel_sigprof_handler() != before) _exit(4);
     /* It may profile on its own. */
     int err = cprof_cpu_start(1000);
     burn(0.1);
