@@ -5,7 +5,8 @@
  * every byte of it is outside cprof's control. An input is parsed; when it
  * parses, every address it holds is found with its frames inside the
  * input, and it is written again: the copy parses and holds the same
- * results. Its stamp is checked too (it stats the paths it names). ASan
+ * results, both whole and as an entry of half its addresses to which the
+ * other half is added (the appending path every exit dump takes). Its stamp is checked too (it stats the paths it names). ASan
  * checks that nothing is read outside the input. The corpus holds an
  * entry written by a run of ls.
  */
@@ -61,6 +62,47 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       abort();
   }
   cprof_buf_free(&out);
+
+  /* Halves: the even addresses written alone, the odd added to them. */
+  size_t n = v.nentries;
+  cprof__symcache_add *add = calloc(n ? n : 1, sizeof *add);
+  cprof__sym_result *res = calloc(n ? n : 1, sizeof *res);
+  cprof__sym_frame *frames =
+      calloc(n ? n : 1, CPROF__SYM_MAX_FRAMES * sizeof *frames);
+  if (!add || !res || !frames) abort();
+  size_t neven = 0, nodd = 0, odd_at = (n + 1) / 2;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t off;
+    memcpy(&off, v.entries + (size_t)i * 24, sizeof off);
+    cprof__sym_frame *f = frames + (size_t)i * CPROF__SYM_MAX_FRAMES;
+    if (!cprof__symcache_find(&v, off, 0x400000, &res[i], f)) abort();
+    res[i].frames = f;
+    size_t at = i % 2 ? odd_at + nodd++ : neven++;
+    add[at] = (cprof__symcache_add){off, 0x400000, &res[i]};
+  }
+  cprof_buf half = {0}, both = {0};
+  cprof__symcache_view h, b;
+  if (cprof__symcache_write(NULL, add, neven, v.stamp, v.stamp_len, &half) ||
+      !cprof__symcache_parse(half.data, half.len, &h) ||
+      cprof__symcache_write(&h, add + odd_at, nodd, v.stamp, v.stamp_len,
+                            &both) ||
+      !cprof__symcache_parse(both.data, both.len, &b) ||
+      b.nentries != v.nentries)
+    abort();
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t off;
+    memcpy(&off, v.entries + (size_t)i * 24, sizeof off);
+    cprof__sym_result a = {0}, c = {0};
+    if (!cprof__symcache_find(&v, off, 0x400000, &a, fa) ||
+        !cprof__symcache_find(&b, off, 0x400000, &c, fb) ||
+        !same(&a, fa, &c, fb))
+      abort();
+  }
+  cprof_buf_free(&half);
+  cprof_buf_free(&both);
+  free(add);
+  free(res);
+  free(frames);
   free(copy);
   return 0;
 }

@@ -225,16 +225,129 @@ static int entry_by_off(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Adds every string of old's table to w's index, so that the new results
+ * share them (old's table is w's first part). */
+static void index_strings(writer *w, const cprof__symcache_view *old) {
+  for (uint32_t at = 1; at < old->strings_len && !w->err;) {
+    const char *s = old->strings + at;
+    size_t n = strlen(s); /* the table ends with a NUL (parse) */
+    uint64_t key = cprof__hash_bytes(CPROF__HASH_SEED, s, n), val;
+    if (n && !cprof__hmap_get(&w->strs, key, &val) &&
+        cprof__hmap_put(&w->strs, key, (uint64_t)at + 1) != 0)
+      w->err = CPROF_ENOMEM;
+    at += (uint32_t)n + 1;
+  }
+}
+
+static int put_header(cprof_buf *out, uint32_t nentries, uint32_t nframes,
+                      uint32_t strings_len, const void *stamp,
+                      size_t stamp_len, size_t body) {
+  static const unsigned char zeros[8];
+  uint32_t h[4] = {(uint32_t)stamp_len, nentries, nframes, strings_len};
+  out->len = 0;
+  size_t total = HDR + pad8(stamp_len) + body;
+  if (out->cap < total) { /* one allocation for the whole entry */
+    unsigned char *p = cprof__realloc(out->data, total);
+    if (!p) return CPROF_ENOMEM;
+    out->data = p;
+    out->cap = total;
+  }
+  if (cprof__buf_append(out, MAGIC, sizeof MAGIC) != 0 ||
+      cprof__buf_append(out, h, sizeof h) != 0 ||
+      cprof__buf_append(out, stamp, stamp_len) != 0 ||
+      cprof__buf_append(out, zeros, pad8(stamp_len) - stamp_len) != 0)
+    return CPROF_ENOMEM;
+  return 0;
+}
+
+/*
+ * Adding to an entry that has room: old's entries, frames and strings are
+ * copied as they are, the new results' frames and strings go after them,
+ * and the two runs of entries, both in offset order, are merged (an added
+ * result replaces old's for its offset, whose frames are then left
+ * unused). An exit dump adds a few hundred addresses to an entry of
+ * thousands; putting every old result again cost a compiler's exit 45 ms
+ * a profile. Returns 1 when old has no room (or the added frames would
+ * pass the bound), for the full rewrite to make it.
+ */
+static int write_appended(const cprof__symcache_view *old,
+                          const cprof__symcache_add *add, size_t n,
+                          const void *stamp, size_t stamp_len,
+                          cprof_buf *out) {
+  size_t fresh = 0, fresh_frames = 0;
+  uint32_t o = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i > 0 && add[i].off == add[i - 1].off) continue;
+    while (o < old->nentries && entry_at(old, o).off < add[i].off) o++;
+    if (o == old->nentries || entry_at(old, o).off != add[i].off) fresh++;
+    if (add[i].r->nframes > 0) fresh_frames += (size_t)add[i].r->nframes;
+  }
+  if (fresh > CPROF__SYMCACHE_MAX - old->nentries ||
+      fresh_frames > (size_t)CPROF__SYMCACHE_MAX * CPROF__SYM_MAX_FRAMES -
+                         old->nframes)
+    return 1;
+
+  writer w = {.nframes = old->nframes};
+  if (cprof__buf_append(&w.strings, old->strings, old->strings_len) != 0 ||
+      cprof__buf_append(&w.frames, old->frames,
+                        (size_t)old->nframes * FRAME) != 0)
+    w.err = CPROF_ENOMEM;
+  index_strings(&w, old);
+  for (size_t i = 0; i < n && !w.err; i++)
+    put_result(&w, add[i].off, add[i].pc, add[i].r);
+  int err = w.err;
+  size_t most = (size_t)old->nentries + w.nentries;
+  if (!err)
+    err = put_header(out, 0, w.nframes, (uint32_t)w.strings.len, stamp,
+                     stamp_len, most * ENTRY + w.frames.len + w.strings.len);
+  if (!err) { /* the two sorted runs, merged */
+    unsigned char *at = out->data + out->len;
+    const unsigned char *a = old->entries, *b = w.entries.data;
+    const unsigned char *a_end = a + (size_t)old->nentries * ENTRY,
+                        *b_end = b + w.entries.len;
+    uint32_t total = 0;
+    while (a < a_end || b < b_end) {
+      uint64_t x = 0, y = 0;
+      if (a < a_end) memcpy(&x, a, sizeof x);
+      if (b < b_end) memcpy(&y, b, sizeof y);
+      if (b < b_end && a < a_end && x == y) a += ENTRY; /* replaced */
+      const unsigned char **from =
+          b == b_end || (a < a_end && x < y) ? &a : &b;
+      memcpy(at, *from, ENTRY);
+      *from += ENTRY;
+      at += ENTRY;
+      total++;
+    }
+    memcpy(out->data + sizeof MAGIC + sizeof(uint32_t), &total,
+           sizeof total);
+    out->len += (size_t)total * ENTRY;
+    memcpy(out->data + out->len, w.frames.data, w.frames.len);
+    out->len += w.frames.len;
+    memcpy(out->data + out->len, w.strings.data, w.strings.len);
+    out->len += w.strings.len;
+  }
+  cprof_buf_free(&w.entries);
+  cprof_buf_free(&w.frames);
+  cprof_buf_free(&w.strings);
+  cprof__hmap_free(&w.offs);
+  cprof__hmap_free(&w.strs);
+  return err;
+}
+
 int cprof__symcache_write(const cprof__symcache_view *old,
                           cprof__symcache_add *add, size_t n,
                           const void *stamp, size_t stamp_len,
                           cprof_buf *out) {
   if (stamp_len > UINT32_MAX / 2) return CPROF_EINVAL;
-  writer w = {0};
-  if (cprof__buf_append(&w.strings, "", 1) != 0) return CPROF_ENOMEM;
   /* An offset given twice (a pc looked up again after JIT code moved)
    * has the same result both times: the first is kept. */
   if (n > 1) qsort(add, n, sizeof *add, by_off);
+  if (old && n > 0) {
+    int err = write_appended(old, add, n, stamp, stamp_len, out);
+    if (err != 1) return err;
+  }
+  writer w = {0};
+  if (cprof__buf_append(&w.strings, "", 1) != 0) return CPROF_ENOMEM;
   for (size_t i = 0; i < n; i++)
     put_result(&w, add[i].off, add[i].pc, add[i].r);
   for (uint32_t i = 0; old && i < old->nentries && !w.err; i++) {
@@ -252,18 +365,14 @@ int cprof__symcache_write(const cprof__symcache_view *old,
      * runs). */
     if (w.nentries > 1)
       qsort(w.entries.data, w.nentries, ENTRY, entry_by_off);
-    uint32_t h[4] = {(uint32_t)stamp_len, w.nentries, w.nframes,
-                     (uint32_t)w.strings.len};
-    static const unsigned char zeros[8];
-    out->len = 0;
-    if (cprof__buf_append(out, MAGIC, sizeof MAGIC) != 0 ||
-        cprof__buf_append(out, h, sizeof h) != 0 ||
-        cprof__buf_append(out, stamp, stamp_len) != 0 ||
-        cprof__buf_append(out, zeros, pad8(stamp_len) - stamp_len) != 0 ||
+    err = put_header(out, w.nentries, w.nframes, (uint32_t)w.strings.len,
+                     stamp, stamp_len,
+                     w.entries.len + w.frames.len + w.strings.len);
+    if (err ||
         cprof__buf_append(out, w.entries.data, w.entries.len) != 0 ||
         cprof__buf_append(out, w.frames.data, w.frames.len) != 0 ||
         cprof__buf_append(out, w.strings.data, w.strings.len) != 0)
-      err = CPROF_ENOMEM;
+      err = err ? err : CPROF_ENOMEM;
   }
   cprof_buf_free(&w.entries);
   cprof_buf_free(&w.frames);

@@ -1,0 +1,160 @@
+/*
+ * The symbol cache's entry writer (encode/symcache.c): adding results to
+ * an entry that has room copies its records and appends (the path every
+ * exit dump takes); a full entry is written again whole. Both must hold
+ * exactly what writing every result at once holds.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "encode/symcache.h"
+#include "testutil.h"
+
+#define STAMP "\x01\x0f\x00cprof symbols 1"
+#define STAMP_LEN (sizeof STAMP - 1)
+
+/* A result for offset off, made from off alone: depth 1-3, names and
+ * files shared between offsets (so that strings are reused), lines from
+ * off. salt changes every name, to tell a replaced result. */
+typedef struct made {
+  cprof__sym_result r;
+  cprof__sym_frame f[3];
+  char names[3][40], files[3][40];
+} made;
+
+static void make(made *m, uint64_t off, int salt) {
+  memset(m, 0, sizeof *m);
+  int depth = (int)(off % 3) + 1;
+  for (int i = 0; i < depth; i++) {
+    snprintf(m->names[i], sizeof m->names[i], "fn_%d_%d",
+             (int)((off / 7 + (uint64_t)i) % 50), salt);
+    snprintf(m->files[i], sizeof m->files[i], "/src/file%d.c",
+             (int)((off + (uint64_t)i) % 9));
+    m->f[i] = (cprof__sym_frame){.name = m->names[i],
+                                 .system_name = m->names[i],
+                                 .file = i == 2 ? "" : m->files[i],
+                                 .line = (int)(off % 1000) + i,
+                                 .start = i == 1 ? 0 : 0x400000 + off - i};
+  }
+  m->r = (cprof__sym_result){.nframes = depth,
+                             .has_line = off % 2,
+                             .has_inline = depth > 1,
+                             .has_function = off % 5 != 0,
+                             .decl_line = (int)(off % 77),
+                             .frames = m->f};
+}
+
+/* Writes offs[0..n) (results of salt) onto old (NULL: a new entry). */
+static bool write_offs(const cprof__symcache_view *old, const uint64_t *offs,
+                       size_t n, int salt, cprof_buf *out,
+                       cprof__symcache_view *v) {
+  made *m = calloc(n ? n : 1, sizeof *m);
+  cprof__symcache_add *a = calloc(n ? n : 1, sizeof *a);
+  if (!m || !a) abort();
+  for (size_t i = 0; i < n; i++) {
+    make(&m[i], offs[i], salt);
+    a[i] = (cprof__symcache_add){offs[i], 0x400000 + offs[i], &m[i].r};
+  }
+  int err = cprof__symcache_write(old, a, n, STAMP, STAMP_LEN, out);
+  free(a);
+  free(m);
+  return err == 0 && cprof__symcache_parse(out->data, out->len, v);
+}
+
+/* Whether v holds off with the result of salt. */
+static bool holds(const cprof__symcache_view *v, uint64_t off, int salt) {
+  cprof__sym_result r = {0};
+  cprof__sym_frame f[CPROF__SYM_MAX_FRAMES];
+  made m;
+  make(&m, off, salt);
+  if (!cprof__symcache_find(v, off, 0x400000 + off, &r, f)) return false;
+  if (r.nframes != m.r.nframes || r.has_line != m.r.has_line ||
+      r.has_inline != m.r.has_inline ||
+      r.has_function != m.r.has_function || r.decl_line != m.r.decl_line)
+    return false;
+  for (int i = 0; i < r.nframes; i++)
+    if (strcmp(f[i].name, m.f[i].name) || strcmp(f[i].file, m.f[i].file) ||
+        strcmp(f[i].system_name, m.f[i].system_name) ||
+        f[i].line != m.f[i].line || f[i].start != m.f[i].start)
+      return false;
+  return true;
+}
+
+/* Entries are added to, in several rounds, as exit dumps do: every
+ * address of every round is found, the entry grows by appending (its
+ * first bytes, the old records, are unchanged), shared strings are not
+ * copied again, and an added result replaces an old one. */
+static void test_append_rounds(void) {
+  cprof_buf cur = {0}, next = {0};
+  cprof__symcache_view v;
+  uint64_t first[300];
+  for (size_t i = 0; i < 300; i++) first[i] = 16 * i + 16;
+  CHECK(write_offs(NULL, first, 300, 0, &cur, &v));
+  uint32_t strings_before = v.strings_len;
+  cprof__symcache_view before = v; /* in cur, kept */
+  /* Round two: offsets between and after the old ones, unsorted, one
+   * given twice. */
+  uint64_t second[200];
+  for (size_t i = 0; i < 200; i++) second[i] = 16 * (199 - i) + 24;
+  second[7] = second[8];
+  CHECK(write_offs(&v, second, 200, 0, &next, &v));
+  CHECK_EQ_INT((int)v.nentries, 300 + 199);
+  /* Names and files repeat: nothing new for the strings. */
+  CHECK_EQ_INT((int)v.strings_len, (int)strings_before);
+  /* Appended: the old frames and strings are the new ones' first part
+   * (a whole rewrite would put the added results' first). */
+  CHECK(v.nframes > before.nframes &&
+        memcmp(v.frames, before.frames, (size_t)before.nframes * 24) == 0);
+  CHECK(memcmp(v.strings, before.strings, before.strings_len) == 0);
+  for (size_t i = 0; i < 300; i++) CHECK(holds(&v, first[i], 0));
+  for (size_t i = 0; i < 200; i++) CHECK(holds(&v, second[i], 0));
+  CHECK(!holds(&v, 8, 0)); /* never added */
+  /* Round three: an added result replaces the old one for its offset. */
+  cprof_buf third = {0};
+  uint64_t again[2] = {first[10], 100000};
+  CHECK(write_offs(&v, again, 2, 1, &third, &v));
+  CHECK_EQ_INT((int)v.nentries, 300 + 199 + 1);
+  CHECK(holds(&v, first[10], 1));
+  CHECK(!holds(&v, first[10], 0));
+  CHECK(holds(&v, 100000, 1));
+  CHECK(holds(&v, first[11], 0));
+  /* What was written equals the full rewrite's content: the same
+   * addresses, each with the same result. */
+  cprof_buf whole = {0};
+  cprof__symcache_view w;
+  CHECK(cprof__symcache_write(&v, NULL, 0, STAMP, STAMP_LEN, &whole) == 0);
+  CHECK(cprof__symcache_parse(whole.data, whole.len, &w));
+  CHECK_EQ_INT((int)w.nentries, (int)v.nentries);
+  CHECK(holds(&w, first[10], 1) && holds(&w, second[3], 0));
+  cprof_buf_free(&cur);
+  cprof_buf_free(&next);
+  cprof_buf_free(&third);
+  cprof_buf_free(&whole);
+}
+
+/* An entry that would pass CPROF__SYMCACHE_MAX is written again whole,
+ * keeping the added results first. */
+static void test_full_entry(void) {
+  size_t n = CPROF__SYMCACHE_MAX;
+  uint64_t *offs = malloc(n * sizeof *offs);
+  if (!offs) abort();
+  for (size_t i = 0; i < n; i++) offs[i] = 4 * i + 4;
+  cprof_buf a = {0}, b = {0};
+  cprof__symcache_view v;
+  CHECK(write_offs(NULL, offs, n, 0, &a, &v));
+  CHECK_EQ_INT((int)v.nentries, (int)n);
+  uint64_t more[3] = {2, 4 * n + 8, 4 * n + 12};
+  CHECK(write_offs(&v, more, 3, 2, &b, &v));
+  CHECK_EQ_INT((int)v.nentries, (int)n);
+  for (size_t i = 0; i < 3; i++) CHECK(holds(&v, more[i], 2));
+  cprof_buf_free(&a);
+  cprof_buf_free(&b);
+  free(offs);
+}
+
+int main(void) {
+  RUN(test_append_rounds);
+  RUN(test_full_entry);
+  return TEST_RESULT();
+}
