@@ -158,6 +158,9 @@ static struct {
   size_t image_len;
   Elf *image_elf;
   uint64_t image_bias;
+  /* Saves put off while a dump writes several profiles
+   * (cprof__sym_hold_saves): one save then writes each entry once. */
+  int saves_held;
 } S;
 
 static CPROF__FORK_LOCK pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1026,6 +1029,7 @@ static void sym_child_after_fork(void) {
     /* Siblings forked before this child may have added to the entries
      * since the parent looked: the child may look again at once. */
     for (sym_object *o = S.objects; o; o = o->next) o->checked_ns = 0;
+    S.saves_held = 0; /* the holder is not in the child */
     cprof__unlock(&sym_mu);
     return;
   }
@@ -2208,7 +2212,20 @@ static void note_result(sym_object *o, int mapping, uint64_t off,
   o->adds[o->nadds++] = (cprof__symcache_add){off, pc, r};
 }
 
+void cprof__sym_hold_saves(void) {
+  cprof__sym_lock();
+  S.saves_held++;
+  cprof__sym_unlock();
+}
+
+void cprof__sym_release_saves(void) {
+  cprof__sym_lock();
+  if (S.saves_held > 0 && --S.saves_held == 0) cprof__sym_save();
+  cprof__sym_unlock();
+}
+
 void cprof__sym_save(void) {
+  if (S.saves_held) return;
   const char *tag = cache_tag();
   cprof__guard_enter();
   for (sym_object *o = S.objects; tag && o; o = o->next) {

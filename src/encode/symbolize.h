@@ -102,6 +102,13 @@ CPROF__HIDDEN const cprof__sym_result *cprof__sym_lookup(uintptr_t pc);
  * the lock held, after a batch of lookups (a profile written). */
 CPROF__HIDDEN void cprof__sym_save(void);
 
+/* Saves are put off from hold to release (they nest), where the last
+ * release makes the one save: a dump writing a CPU and a heap profile
+ * rewrites each entry once, not once a profile. Take neither with the
+ * lock held. */
+CPROF__HIDDEN void cprof__sym_hold_saves(void);
+CPROF__HIDDEN void cprof__sym_release_saves(void);
+
 /* The function the instruction ending at pc (a call site, return address
  * - 1) calls, when that instruction is a direct call: call rel32, to the
  * function or to its PLT stub (followed to what the stub's GOT slot holds

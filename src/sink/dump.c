@@ -469,6 +469,7 @@ static void dump_all(const char *reason, bool restart_cpu) {
   int64_t deadline = cprof__mono_ns() + DUMP_WAIT_MS * 1000000LL;
   dump_out *o = current_out();
   int out_err = o->fd < 0 ? CPROF_EIO : 0;
+  cprof__sym_hold_saves();
   for (size_t i = 0; i < spec.n; i++) {
     const cprof__dump_item *it = &spec.items[i];
     cprof_buf data = {0};
@@ -495,6 +496,7 @@ static void dump_all(const char *reason, bool restart_cpu) {
       cprof__warn("dump of %s failed: %s", it->name, cprof_strerror(err));
     cprof_buf_free(&data);
   }
+  cprof__sym_release_saves();
   /* A broken stderr cannot be told about itself; a broken file can. */
   if (out_err && o == &file_out)
     cprof__warn("dump to CPROF_DUMP_OUT %s",

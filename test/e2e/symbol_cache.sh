@@ -10,7 +10,8 @@
 # debug file (none is inflated again), while the same run with the cache
 # off has no line of the program. A debug file that changes (touched),
 # then a good one again, and an entry of garbage, are each noticed: the
-# entry is not used, and is written anew.
+# entry is not used, and is written anew. A dump of a CPU and a heap
+# profile writes the entry once (under strace).
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 orig=$CPROFTEST_BUILD/test/progs/nofp_inline
@@ -86,6 +87,26 @@ run fp CPROF_UNWIND=fp
 [ "$(lines fp)" -eq 0 ] || fail "with CPROF_UNWIND=fp the cache was used ($(lines fp) lines)"
 checks=$((checks + 1))
 echo "ok: with CPROF_UNWIND=fp the cache is not used"
+
+# A dump of two profiles, each naming addresses of the program the other
+# lacks, writes the entry once, after both (strace sees one rename onto
+# it); and the second run names both profiles' addresses from it.
+if command -v strace >/dev/null; then
+  rm -f "$entry"
+  both() {
+    env CPROF_DEBUG_CACHE="$cache" CPROF_HEAP_RATE=1 LD_PRELOAD="$rt" \
+      strace -f -qq -e trace=rename,renameat,renameat2 -o "$TMP/$1.renames" \
+      "$cprof" run --dump cpu,heap --dump-out "$TMP/$1.log" -- \
+      "$TMP/a/prog" 0.3 >/dev/null 2>"$TMP/$1.err"
+  }
+  both both1
+  n=$(grep -c "$bid\.sym\"" "$TMP/both1.renames" || true)
+  [ "$n" -eq 1 ] || fail "a dump of cpu,heap wrote the program's entry $n times, not once: $(grep "$bid" "$TMP/both1.renames")"
+  checks=$((checks + 1))
+  echo "ok: a dump of two profiles writes the entry once"
+else
+  skip_check "strace is not installed: the one write of a two-profile dump is not checked"
+fi
 
 # A debug file that changed: the entry is not used (the wrecked DWARF is
 # read, so no line), and is written again for what was read.

@@ -5,6 +5,7 @@
  * list with the main executable first, a refresh after dlopen, and the PLT
  * stubs of this binary (SYMBOL@plt, as objdump names them).
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
@@ -290,6 +291,35 @@ static void test_refresh_keeps_cache(void) {
   cprof__sym_unlock();
 }
 
+/* Saves held (a dump writing several profiles) are made once, at the
+ * last release: nothing is written to the symbol cache before it. */
+static size_t sym_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  size_t n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    n += ends_with(e->d_name, ".sym");
+  if (d) closedir(d);
+  return n;
+}
+
+static const char *cache_dir;
+
+static void test_held_saves(void) {
+  cprof__sym_hold_saves();
+  cprof__sym_hold_saves();
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *r = cprof__sym_lookup(caller());
+  CHECK(r && r->nframes > 0);
+  cprof__sym_save();
+  cprof__sym_unlock();
+  CHECK_EQ_INT((int)sym_entries(cache_dir), 0);
+  cprof__sym_release_saves();
+  CHECK_EQ_INT((int)sym_entries(cache_dir), 0);
+  cprof__sym_release_saves();
+  CHECK(sym_entries(cache_dir) >= 1);
+}
+
 /* The runtime address of the first stub in this binary's PLT section
  * name that jumps through the GOT (entry 1 of .plt, whose entry 0 calls
  * the loader; entry 0 of .plt.sec and .plt.got), read from
@@ -395,7 +425,23 @@ static void test_scan_image(void) {
   cprof__sym_unlock();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  (void)argc;
+  /* A symbol cache of the test's own, empty at the start (for
+   * test_held_saves): the cache's directory is read as the library
+   * starts, so the test runs itself again with it set. */
+  cache_dir = getenv("CPROFTEST_SYMCACHE");
+  if (!cache_dir) {
+    static char dir[] = "/tmp/cprof-test-symcache-XXXXXX";
+    if (!mkdtemp(dir) || setenv("CPROFTEST_SYMCACHE", dir, 1) ||
+        setenv("CPROF_DEBUG_CACHE", dir, 1)) {
+      perror("mkdtemp");
+      return 1;
+    }
+    execv("/proc/self/exe", argv);
+    perror("execv");
+    return 1;
+  }
   RUN(test_own_function);
   RUN(test_call_site);
   RUN(test_inlined);
@@ -406,5 +452,9 @@ int main(void) {
   RUN(test_scan_image);
   RUN(test_refresh_keeps_cache);
   RUN(test_dlopen);
+  RUN(test_held_saves);
+  char rm[128];
+  snprintf(rm, sizeof rm, "rm -rf '%s'", cache_dir);
+  if (system(rm) != 0) perror("rm");
   return TEST_RESULT();
 }
