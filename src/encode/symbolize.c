@@ -172,7 +172,12 @@ void cprof__sym_lock(void) {
   pthread_once(&fork_once, sym_fork_init);
   cprof__lock(&sym_mu);
 }
-void cprof__sym_unlock(void) { cprof__unlock(&sym_mu); }
+static void code_pages_forget(void);
+
+void cprof__sym_unlock(void) {
+  code_pages_forget();
+  cprof__unlock(&sym_mu);
+}
 
 /* Arena: bump allocation in 64 KiB chunks, freed all at once on rebuild. */
 
@@ -1387,6 +1392,12 @@ static module_syms *syms_of(Dwfl_Module *mod) {
   m->syms = arena_alloc((size_t)total * sizeof *m->syms);
   if (!m->syms) return m;
   const char *file = NULL;
+  /* The section of the last symbol: nearly all are in .text, whose header
+   * need not be looked up 30,000 times (a compiler's dynamic symbols). */
+  Elf *last_elf = NULL;
+  GElf_Word last_shndx = SHN_UNDEF;
+  GElf_Shdr last_shdr;
+  bool last_ok = false;
   for (int i = 1; i < total; i++) {
     GElf_Sym sym;
     GElf_Addr addr;
@@ -1399,11 +1410,16 @@ static module_syms *syms_of(Dwfl_Module *mod) {
     if (!name || !*name || shndx == SHN_UNDEF || shndx == SHN_ABS) continue;
     if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
       continue;
-    GElf_Shdr shdr;
-    Elf_Scn *scn = elf ? libelf.elf_getscn(elf, shndx) : NULL;
+    if (elf != last_elf || shndx != last_shndx) {
+      Elf_Scn *scn = elf ? libelf.elf_getscn(elf, shndx) : NULL;
+      last_ok = scn && libelf.gelf_getshdr(scn, &last_shdr);
+      last_elf = elf;
+      last_shndx = shndx;
+    }
+    const GElf_Shdr *shdr = last_ok ? &last_shdr : NULL;
     uint64_t section_end = addr + sym.st_size;
-    if (scn && libelf.gelf_getshdr(scn, &shdr) && sym.st_value >= shdr.sh_addr)
-      section_end = addr - (sym.st_value - shdr.sh_addr) + shdr.sh_size;
+    if (shdr && sym.st_value >= shdr->sh_addr)
+      section_end = addr - (sym.st_value - shdr->sh_addr) + shdr->sh_size;
     m->syms[m->n++] = (func_sym){
         .addr = addr,
         .size = sym.st_size,
@@ -1533,9 +1549,60 @@ static bool symbol_language(Dwarf_Die *cu) {
  * (an object unloaded meanwhile, say). */
 static bool read_image(uint64_t addr, void *out, size_t len);
 
+/*
+ * Pages of the process's memory read while the lock is held, each copied
+ * whole by one process_vm_readv the first time a read falls in it. Naming
+ * a compiler's exit profiles reads the code before 5,000 return addresses
+ * (what each call calls), PLT stubs and FDEs, a system call each: 6,000
+ * calls, 15 ms. The copies are dropped when the lock is released, so
+ * memory that changes (JIT code, a GOT slot bound meanwhile) is read again
+ * by the next holder. Direct-mapped by page number; the pages are
+ * allocated on first use and kept.
+ */
+#define CODE_PAGES 32
+#define CODE_PAGE ((uint64_t)4096)
+typedef struct code_page {
+  uint64_t page;        /* its address */
+  uint64_t generation;  /* valid while equal to code_generation */
+  unsigned char bytes[CODE_PAGE];
+} code_page;
+static code_page *code_pages;
+static uint64_t code_generation = 1; /* under the lock */
+
+static void code_pages_forget(void) { code_generation++; }
+
+/* The copy of the page at page, read now if it is not held; NULL when it
+ * cannot be read or no copy can be made. Lock held. */
+static const unsigned char *code_page_at(uint64_t page) {
+  if (!code_pages) {
+    code_pages = cprof__calloc(CODE_PAGES, sizeof *code_pages);
+    if (!code_pages) return NULL;
+  }
+  code_page *c = &code_pages[(page / CODE_PAGE) % CODE_PAGES];
+  if (c->generation == code_generation && c->page == page) return c->bytes;
+  struct iovec local = {c->bytes, CODE_PAGE},
+               remote = {(void *)(uintptr_t)page, CODE_PAGE};
+  c->generation = 0;
+  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
+      (ssize_t)CODE_PAGE)
+    return NULL;
+  c->page = page;
+  c->generation = code_generation;
+  return c->bytes;
+}
+
 static bool read_mem(uint64_t addr, void *out, size_t len) {
   if (S.image) return read_image(addr, out, len);
-  return addr >= 4096 && cprof__safe_read((uintptr_t)addr, out, len);
+  if (addr < 4096 || len > CODE_PAGE || addr > UINT64_MAX - len) return false;
+  uint64_t page = addr & ~(CODE_PAGE - 1), end = addr + len;
+  size_t first = end - page <= CODE_PAGE ? len : (size_t)(page + CODE_PAGE - addr);
+  const unsigned char *a = code_page_at(page);
+  const unsigned char *b = first < len ? code_page_at(page + CODE_PAGE) : a;
+  if (!a || !b) /* a page that cannot be copied whole: read just the bytes */
+    return cprof__safe_read((uintptr_t)addr, out, len);
+  memcpy(out, a + (addr - page), first);
+  if (first < len) memcpy((unsigned char *)out + first, b, len - first);
+  return true;
 }
 
 /* An object's .eh_frame_hdr with its search table, copied whole on its
