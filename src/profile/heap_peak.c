@@ -1,6 +1,7 @@
 /*
  * The peak heap profile (heap_peak.h). A tracker thread wakes every
- * CPROF_HEAP_PEAK_MS (default 50 ms) and sums the estimated bytes of the
+ * CPROF_HEAP_PEAK_MS (default 50 ms) while heap samples are being taken
+ * (after an interval without one it sleeps until the next) and sums the estimated bytes of the
  * heap sampler's live sampled blocks (each unsampled as the heap profile
  * does); when the sum passes the kept peak by more than 1% (and at least
  * one sampling interval), it copies the live set's records, which become
@@ -95,10 +96,14 @@ static void *tracker_main(void *arg) {
   struct timespec ts = {(time_t)(interval_ms / 1000),
                         (long)(interval_ms % 1000) * 1000000};
   for (;;) {
+    uint32_t seen = cprof__heap_sample_seq();
     nanosleep(&ts, NULL);
     cprof__lock(&peak_lock);
     check();
     cprof__unlock(&peak_lock);
+    /* Only a new sample raises the live total: after an interval without
+     * one, the tracker sleeps until one is taken. */
+    if (cprof__heap_sample_seq() == seen) cprof__heap_wait_sample(seen);
   }
   return NULL;
 }

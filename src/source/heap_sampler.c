@@ -21,16 +21,20 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/env.h"
 #include "base/mem.h"
+#include "base/sys.h"
 #include "base/rng.h"
 #include "capture/saferead.h"
 #include "capture/agg.h"
@@ -369,6 +373,32 @@ static __thread uint32_t tls_samples CPROF__TLS;
 /* Called by the allocator functions only, which all live in
  * cprof_alloc_text: the stack starts at the first frame outside it, the
  * application's call site. */
+/* Bumped by every recorded sample. The heap-peak tracker, after an
+ * interval in which none was taken, sleeps on it (cprof__heap_wait_sample)
+ * with sleeper set, and the next sample wakes it: an idle program's
+ * tracker does not wake at all. */
+static _Atomic uint32_t sample_seq;
+static _Atomic bool sample_sleeper;
+
+uint32_t cprof__heap_sample_seq(void) { return atomic_load(&sample_seq); }
+
+void cprof__heap_wait_sample(uint32_t seen) {
+  /* Sequentially consistent, as the sampler's side: either it sees
+   * sleeper set, or this sees its new count. */
+  atomic_store(&sample_sleeper, true);
+  while (atomic_load(&sample_seq) == seen)
+    cprof__sys4(SYS_futex, (long)(uintptr_t)&sample_seq, FUTEX_WAIT_PRIVATE,
+                (long)seen, 0);
+}
+
+/* After a sample: counts it, and wakes a sleeping tracker. Signal-safe. */
+static inline void sample_taken(void) {
+  atomic_fetch_add(&sample_seq, 1);
+  if (atomic_load(&sample_sleeper) && atomic_exchange(&sample_sleeper, false))
+    cprof__sys4(SYS_futex, (long)(uintptr_t)&sample_seq, FUTEX_WAKE_PRIVATE,
+                INT_MAX, 0);
+}
+
 CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
     void *p, size_t n, _Atomic uint64_t *meta) {
   int saved = errno;
@@ -436,6 +466,7 @@ CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
       }
       if (!tracked) cprof__heap_count_untracked();
     }
+    sample_taken();
   }
   cprof__guard_exit();
   errno = saved;

@@ -131,6 +131,11 @@ CPROF__HIDDEN void cprof__heap_foreach_live(
 /* The sampling rate in bytes (0: off), kept in heap_live.c, where placing
  * a sampled block depends on it; the exchange returns the previous one. */
 CPROF__HIDDEN long cprof__heap_rate(void);
+/* A count of the samples recorded so far, and a wait until it differs
+ * from seen (the next sample wakes the waiter): for the heap-peak
+ * tracker, which has nothing to look at while no sample is taken. */
+CPROF__HIDDEN uint32_t cprof__heap_sample_seq(void);
+CPROF__HIDDEN void cprof__heap_wait_sample(uint32_t seen);
 CPROF__HIDDEN long cprof__heap_rate_exchange(long rate);
 
 /*

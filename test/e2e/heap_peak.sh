@@ -3,7 +3,10 @@
 # rises to 500 MB, falls to 50 MB and ends at 80 MB. heap shows about
 # 80 MB; heap_peak about 500 MB, held by peak_site; after a reset the peak
 # is the heap of that moment again. "About" is 15%: the estimate's
-# standard error at 128 KiB sampling is about 2% (docs/labels.md).
+# standard error at 128 KiB sampling is about 2% (docs/labels.md). Then
+# a second without allocations: the tracker thread does not wake (it went
+# to sleep 22 times a second before it slept on samples); 20 MB more wake
+# it, and the peak after them is about 100 MB.
 source "$(dirname "$0")/lib.bash"
 mkdir -p "$TMP/out"
 "$CPROFTEST_BUILD/test/progs/heap_peak" "$TMP/out" || fail "heap_peak failed"
@@ -27,6 +30,15 @@ about() {
 about "heap at the end" "$(inuse_mb "$TMP/out/heap.pb.gz")" 80
 about "heap_peak" "$(inuse_mb "$TMP/out/heap_peak.pb.gz")" 500
 about "heap_peak after a reset" "$(inuse_mb "$TMP/out/heap_peak_reset.pb.gz")" 80
+about "heap_peak after 20 MB more" "$(inuse_mb "$TMP/out/heap_peak_burst.pb.gz")" 100
+idle=$(awk '$1 == "idle" {print $2}' "$TMP/out/wakes.txt")
+burst=$(awk '$1 == "burst" {print $2}' "$TMP/out/wakes.txt")
+[ "$idle" -le 2 ] || fail "the tracker slept $idle times in a second without allocations (at most 2 expected)"
+checks=$((checks + 1))
+echo "ok: the tracker slept $idle times in an idle second"
+[ "$burst" -ge 1 ] || fail "20 MB of allocations did not wake the tracker"
+checks=$((checks + 1))
+echo "ok: allocations woke the tracker ($burst sleeps after them)"
 pprof -top -sample_index=inuse_space "$TMP/out/heap_peak.pb.gz" >"$TMP/top.txt"
 expect_match "$TMP/top.txt" '^ *[0-9.]+MB +(100|9[0-9](\.[0-9]+)?)% .* peak_site$' "heap_peak: peak_site holds the peak"
 pprof -top -sample_index=inuse_space "$TMP/out/heap.pb.gz" >"$TMP/htop.txt"

@@ -5,10 +5,17 @@
  *   heap_peak OUTDIR
  * writes OUTDIR/heap.pb.gz, OUTDIR/heap_peak.pb.gz and, after
  * cprof_heap_peak_reset(), OUTDIR/heap_peak_reset.pb.gz. The peak is held
- * for 300 ms, several of the tracker's 50 ms checks.
+ * for 300 ms, several of the tracker's 50 ms checks. Then it allocates
+ * nothing for a second, and then 20 MB: OUTDIR/wakes.txt has how often
+ * the tracker thread (cprof-heappeak) went to sleep in either (its
+ * voluntary context switches), and OUTDIR/heap_peak_burst.pb.gz the peak
+ * after the 20 MB.
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <stdbool.h>
 #include <time.h>
 
 #include "cprof.h"
@@ -35,6 +42,28 @@ static int write(const char *dir, const char *name, const char *file) {
   return err;
 }
 
+/* The tracker thread's voluntary context switches, or -1. */
+static long tracker_switches(void) {
+  DIR *d = opendir("/proc/self/task");
+  long n = -1;
+  for (struct dirent *e; d && n < 0 && (e = readdir(d));) {
+    char path[300], line[256];
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    FILE *f = fopen(path, "r");
+    bool ours = f && fgets(line, sizeof line, f) &&
+                strcmp(line, "cprof-heappeak\n") == 0;
+    if (f) fclose(f);
+    if (!ours) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/status", e->d_name);
+    if (!(f = fopen(path, "r"))) continue;
+    while (fgets(line, sizeof line, f))
+      if (sscanf(line, "voluntary_ctxt_switches: %ld", &n) == 1) break;
+    fclose(f);
+  }
+  if (d) closedir(d);
+  return n;
+}
+
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   cprof_heap_set_rate(128 * 1024); /* a few percent of sampling error */
@@ -52,6 +81,25 @@ int main(int argc, char **argv) {
     return 1;
   cprof_heap_peak_reset();
   if (write(argv[1], "heap_peak", "heap_peak_reset")) return 1;
+  /* Idle: the tracker has no sample to look at. */
+  sleep_ms(200);
+  long before = tracker_switches();
+  sleep_ms(1000);
+  long idle = tracker_switches();
+  /* 20 MB: samples wake it. */
+  static void *burst[20 * MB / BLOCK];
+  for (size_t i = 0; i < sizeof burst / sizeof *burst; i++)
+    if (!(burst[i] = end_site())) return 1;
+  sleep_ms(300);
+  long burst_done = tracker_switches();
+  char path[4096];
+  snprintf(path, sizeof path, "%s/wakes.txt", argv[1]);
+  FILE *w = fopen(path, "w");
+  if (!w || before < 0) return 1;
+  fprintf(w, "idle %ld\nburst %ld\n", idle - before, burst_done - idle);
+  fclose(w);
+  if (write(argv[1], "heap_peak", "heap_peak_burst")) return 1;
+  for (size_t i = 0; i < sizeof burst / sizeof *burst; i++) free(burst[i]);
   for (size_t i = 0; i < n / 10; i++) free(peak_blocks[i]);
   for (size_t i = 0; i < sizeof end_blocks / sizeof *end_blocks; i++)
     free(end_blocks[i]);
