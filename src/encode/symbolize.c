@@ -1557,8 +1557,12 @@ static bool read_image(uint64_t addr, void *out, size_t len);
  * calls, 15 ms. The copies are dropped when the lock is released, so
  * memory that changes (JIT code, a GOT slot bound meanwhile) is read again
  * by the next holder. Direct-mapped by page number; the pages are
- * allocated on first use and kept.
+ * allocated on first use and kept. The first CODE_DIRECT reads of a hold
+ * are made directly: a fork child's dump reads a few dozen words, and
+ * copying a page for each (into pages the fork made copy-on-write) cost
+ * it more than the calls saved.
  */
+#define CODE_DIRECT 64
 #define CODE_PAGES 32
 #define CODE_PAGE ((uint64_t)4096)
 typedef struct code_page {
@@ -1568,8 +1572,12 @@ typedef struct code_page {
 } code_page;
 static code_page *code_pages;
 static uint64_t code_generation = 1; /* under the lock */
+static unsigned code_reads;           /* in this hold, up to CODE_DIRECT */
 
-static void code_pages_forget(void) { code_generation++; }
+static void code_pages_forget(void) {
+  code_generation++;
+  code_reads = 0;
+}
 
 /* The copy of the page at page, read now if it is not held; NULL when it
  * cannot be read or no copy can be made. Lock held. */
@@ -1594,6 +1602,10 @@ static const unsigned char *code_page_at(uint64_t page) {
 static bool read_mem(uint64_t addr, void *out, size_t len) {
   if (S.image) return read_image(addr, out, len);
   if (addr < 4096 || len > CODE_PAGE || addr > UINT64_MAX - len) return false;
+  if (code_reads < CODE_DIRECT) {
+    code_reads++;
+    return cprof__safe_read((uintptr_t)addr, out, len);
+  }
   uint64_t page = addr & ~(CODE_PAGE - 1), end = addr + len;
   size_t first = end - page <= CODE_PAGE ? len : (size_t)(page + CODE_PAGE - addr);
   const unsigned char *a = code_page_at(page);
