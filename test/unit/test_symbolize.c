@@ -291,6 +291,30 @@ static void test_refresh_keeps_cache(void) {
   cprof__sym_unlock();
 }
 
+/* A second direct call to return_address, asked about only here. */
+__attribute__((noinline)) static uintptr_t caller2(void) {
+  uintptr_t ra = return_address();
+  sink += ra;
+  return ra - 1;
+}
+
+/* What a call calls is read from the code, after the first 64 reads of a
+ * hold from page copies: the call in caller2 is asked about after 4,000
+ * other addresses (every byte of this test's code around it, across
+ * several pages), and still found to call return_address. */
+static void test_callee_from_copies(void) {
+  uintptr_t pc = caller2();
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  uintptr_t from = (uintptr_t)&test_own_function;
+  for (uintptr_t a = from; a < from + 4000; a++)
+    if (a != pc) (void)cprof__sym_callee_of(a);
+  const cprof__sym_callee *c = cprof__sym_callee_of(pc);
+  CHECK(c && c->target == (uintptr_t)&return_address);
+  if (c) CHECK_STREQ(c->frame.name, "return_address");
+  cprof__sym_unlock();
+}
+
 /* Saves held (a dump writing several profiles) are made once, at the
  * last release: nothing is written to the symbol cache before it. */
 static size_t sym_entries(const char *dir) {
@@ -453,6 +477,7 @@ int main(int argc, char **argv) {
   RUN(test_refresh_keeps_cache);
   RUN(test_dlopen);
   RUN(test_held_saves);
+  RUN(test_callee_from_copies);
   char rm[128];
   snprintf(rm, sizeof rm, "rm -rf '%s'", cache_dir);
   if (system(rm) != 0) perror("rm");
