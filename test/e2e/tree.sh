@@ -6,8 +6,10 @@
 #   - /debug/pprof/processes lists the master and both workers;
 #   - profile?seconds=2: at least 90% of the samples in the workers' pids
 #     (label pid), each worker's own function present, the CPU total within
-#     10% of what /proc/PID/stat counts for the workers over the window
-#     (scaled from the request's wall time to the window's);
+#     10% of what /proc/PID/stat counts for the workers over the window:
+#     between that count over the request scaled to the window's 2 s and
+#     the whole count over the request (its wall time exceeds the window
+#     by the time the workers take to answer);
 #   - ?pid=WORKER: that worker alone;
 #   - allocs names all three processes; goroutine?debug=2 has a section
 #     per worker;
@@ -80,10 +82,15 @@ expect_match "$TMP/cpu.top" ' beta_worker_burn$' "worker 1's function is in the 
 # workers take long enough there writing their answers, inside the
 # request's time, to slow the main threads the comparison scales (13%
 # seen), as in nginx_tree.
+# The window's CPU lies between the request's count scaled to 2 s (CPU
+# spread evenly over the request) and the request's whole count (all of
+# it in the window): under AddressSanitizer the request took 2,961 ms,
+# the workers' main threads slower in its last second, and the window held
+# 1,570 ms of the 2,010 ms counted, 16% above the scaled 1,357 ms.
 tol=10
 sanitized_build "$plain" && tol=15
-awk -v c="$total_ms" -v w="$want_ms" -v t="$tol" 'BEGIN { d = c - w; if (d < 0) d = -d; exit !(w > 0 && d <= t / 100 * w) }' ||
-  fail "the tree's CPU total ${total_ms} ms is not within $tol% of the workers' ${want_ms} ms"
+awk -v c="$total_ms" -v w="$want_ms" -v p="$proc_ms" -v t="$tol" 'BEGIN { exit !(w > 0 && c >= (1 - t / 100) * w && c <= (1 + t / 100) * (p > w ? p : w)) }' ||
+  fail "the tree's CPU total ${total_ms} ms is not within $tol% of the workers' ${want_ms}-${proc_ms} ms"
 checks=$((checks + 1))
 echo "ok: the tree's CPU total is within $tol% of /proc's"
 
