@@ -1,30 +1,38 @@
 /*
  * The stack table. It owns one anonymous mapping made by
- * cprof__stacktab_init() and never freed (a header and an open-addressing
- * array of slots, linear probing, at most 75% full), and a pool of frames
- * handed out by an atomic bump pointer. The pool is a fixed table of
- * chunks, each mapped the first time a stack needs it and published by
- * compare-and-swap, so that loading cprof reserves only the slots; a chunk
+ * cprof__stacktab_init() and never freed (a header; an open-addressing
+ * index, linear probing, at most 75% full; and the records the index
+ * points to, handed out in order), and a pool of frames handed out by an
+ * atomic bump pointer. The pool is a fixed table of chunks, each mapped
+ * the first time a stack needs it and published by compare-and-swap, so
+ * that loading cprof reserves only the index and the records; a chunk
  * never moves once published. cprof__stacktab_intern() and _get() run in
  * signal context: they must never lock, allocate (but map a chunk by a raw
  * system call), wait for another thread or change errno. Initialisation
  * may call mmap and runs in normal context only.
  *
- * A slot is empty while its hash is 0. An inserter claims it by setting the
- * hash with compare-and-swap, takes frames from the pool, copies the stack
- * and publishes the slot by a release store of its state. Because a signal
- * handler may interrupt the very thread that claimed a slot, nobody waits for
- * a claimed slot to become ready: a lookup that meets one skips it and keeps
- * probing, so a stack being inserted concurrently can end up with two ids.
- * Readers merge stacks by content, so the duplicate costs only space.
+ * An index entry is 0 while empty, else the high half of its stack's hash
+ * and its record's number plus 1. An inserter takes the next record, takes
+ * frames from the pool, copies the stack, marks the record ready, and only
+ * then publishes it by a compare-and-swap of an empty entry: a lookup
+ * never meets a stack being written, and a signal handler that interrupts
+ * an inserter simply inserts too. When two threads insert the same new
+ * stack at once, the loser finds the winner's entry and takes its id; its
+ * own record stays unused, so a duplicate costs only space (readers merge
+ * stacks by content anyway).
+ *
+ * The records are dense: a program's first thousand stacks fill a few
+ * pages of them, and the 8-byte index entries a sixth as many pages as
+ * 24-byte slots scattered by hash did (each page first touched is a page
+ * fault: a compiler's 1,063 heap stacks touched 384 pages of slots).
  *
  * A stack's frames lie in one chunk: one that would cross a chunk's end
  * starts the next chunk instead. When a chunk cannot be mapped (`ulimit -v`),
  * the stack goes to the overflow id like one that finds the table full, and
  * a later stack tries the mapping again.
  *
- * An id is its slot's index plus 2, which keeps 0 (none) and 1 (overflow)
- * free and makes _get() a single indexed load.
+ * An id is its record's number plus 2, which keeps 0 (none) and 1
+ * (overflow) free and makes _get() a single indexed load.
  */
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -46,27 +54,27 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
                "the stack table needs lock-free atomics to be signal-safe");
 
 enum {
-  SLOT_PENDING = 0, /* empty, or claimed and being written */
-  SLOT_READY = 1,   /* frames published */
-  SLOT_DEAD = 2     /* claimed, but the frame pool ran out: skipped forever */
+  REC_PENDING = 0, /* taken and being written (never indexed) */
+  REC_READY = 1    /* frames copied: the record may be indexed */
 };
 
 typedef struct {
-  _Atomic uint64_t hash; /* 0 while empty */
+  uint64_t hash;
   _Atomic uint32_t state;
   uint32_t n;   /* depth, valid once READY */
   uint32_t off; /* index of the first frame in the pool */
-} slot;
+} record;
 
 typedef struct {
-  size_t nslots; /* a power of two */
-  size_t limit;  /* claims allowed: 75% of nslots */
+  size_t nslots; /* index entries, a power of two */
+  size_t limit;  /* records: 75% of nslots */
   size_t nframes;
   unsigned chunk_shift; /* frames per chunk: 1 << chunk_shift */
-  slot *slots;
+  _Atomic uint64_t *index;
+  record *recs;
   size_t map_len;
   _Atomic(uintptr_t *) pool[POOL_CHUNKS]; /* NULL until first needed */
-  _Atomic size_t claimed;
+  _Atomic size_t claimed; /* records taken (may pass limit) */
   _Atomic size_t pool_used;
   _Atomic size_t size;
   _Atomic uint64_t overflows;
@@ -93,20 +101,23 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   while (shift < POOL_CHUNK_SHIFT && ((size_t)1 << shift) < frames) shift++;
   while (((frames - 1) >> shift) + 1 > POOL_CHUNKS) shift++;
 
-  size_t slots_at = align_up(sizeof(table), 64);
-  size_t len = align_up(slots_at + nslots * sizeof(slot), 4096);
+  size_t limit = nslots / 4 * 3;
+  size_t index_at = align_up(sizeof(table), 64);
+  size_t recs_at = align_up(index_at + nslots * sizeof(uint64_t), 64);
+  size_t len = align_up(recs_at + limit * sizeof(record), 4096);
   void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return CPROF_ENOMEM;
 
-  /* The mapping is zero-filled: every slot starts empty, every counter at
+  /* The mapping is zero-filled: every entry starts empty, every counter at
    * zero and every chunk unmapped. */
   table *t = map;
   t->nslots = nslots;
-  t->limit = nslots / 4 * 3;
+  t->limit = limit;
   t->nframes = frames;
   t->chunk_shift = shift;
-  t->slots = (slot *)((char *)map + slots_at);
+  t->index = (_Atomic uint64_t *)((char *)map + index_at);
+  t->recs = (record *)((char *)map + recs_at);
   t->map_len = len;
 
   table *expected = NULL;
@@ -209,8 +220,8 @@ CPROF__SIGNAL_SAFE static bool take_frames(table *t, size_t n, size_t *out) {
 }
 
 /* Whether the chunk the next n frames would go to is mapped (mapping it
- * now if need be), checked before a slot is claimed, so that a pool that
- * cannot grow does not use up slots. */
+ * now if need be), checked before a record is taken, so that a pool that
+ * cannot grow does not use up records. */
 CPROF__SIGNAL_SAFE static bool pool_ready(table *t, size_t n) {
   size_t off = frames_start(
       t, atomic_load_explicit(&t->pool_used, memory_order_relaxed), n);
@@ -218,21 +229,23 @@ CPROF__SIGNAL_SAFE static bool pool_ready(table *t, size_t n) {
   return pool_chunk(t, off >> t->chunk_shift) != NULL;
 }
 
-/* Fills a slot this thread has claimed. */
-CPROF__SIGNAL_SAFE static cprof__stack_id fill(table *t, size_t i, const uintptr_t *pcs,
-                            size_t n) {
-  slot *s = &t->slots[i];
+/* Takes a record and copies the stack into it; its number, or -1 when the
+ * records or the frame pool are used up. */
+CPROF__SIGNAL_SAFE static long make_record(table *t, uint64_t h,
+                                           const uintptr_t *pcs, size_t n) {
+  if (atomic_load_explicit(&t->claimed, memory_order_relaxed) >= t->limit ||
+      !pool_ready(t, n))
+    return -1;
+  size_t r = atomic_fetch_add_explicit(&t->claimed, 1, memory_order_relaxed);
   size_t off;
-  if (!take_frames(t, n, &off)) {
-    atomic_store_explicit(&s->state, SLOT_DEAD, memory_order_relaxed);
-    return overflow(t);
-  }
+  if (r >= t->limit || !take_frames(t, n, &off)) return -1;
+  record *rec = &t->recs[r];
   memcpy(frame_at(t, off), pcs, n * sizeof(uintptr_t));
-  s->n = (uint32_t)n;
-  s->off = (uint32_t)off;
-  atomic_store_explicit(&s->state, SLOT_READY, memory_order_release);
-  atomic_fetch_add_explicit(&t->size, 1, memory_order_relaxed);
-  return (cprof__stack_id)(i + 2);
+  rec->hash = h;
+  rec->n = (uint32_t)n;
+  rec->off = (uint32_t)off;
+  atomic_store_explicit(&rec->state, REC_READY, memory_order_release);
+  return (long)r;
 }
 
 CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, size_t n) {
@@ -241,30 +254,33 @@ CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, 
   if (!pcs || n == 0 || n > CPROF__STACK_BUF) return overflow(t);
 
   uint64_t h = cprof__stacktab_hash(pcs, n);
+  uint64_t tag = h >> 32 << 32;
   size_t mask = t->nslots - 1;
   size_t i = (size_t)h & mask;
+  long mine = -1; /* this call's record, once made */
   for (size_t probes = 0; probes < t->nslots; probes++, i = (i + 1) & mask) {
-    slot *s = &t->slots[i];
-    uint64_t cur = atomic_load_explicit(&s->hash, memory_order_acquire);
-    if (cur == 0) {
+    uint64_t e = atomic_load_explicit(&t->index[i], memory_order_acquire);
+    if (e == 0) {
       /* The stack is not in the table (short of a racing insert). */
-      if (atomic_load_explicit(&t->claimed, memory_order_relaxed) >=
-              t->limit ||
-          !pool_ready(t, n))
+      if (mine < 0 && (mine = make_record(t, h, pcs, n)) < 0)
         return overflow(t);
-      if (atomic_compare_exchange_strong_explicit(&s->hash, &cur, h,
-                                                  memory_order_acq_rel,
-                                                  memory_order_acquire)) {
-        atomic_fetch_add_explicit(&t->claimed, 1, memory_order_relaxed);
-        return fill(t, i, pcs, n);
+      if (atomic_compare_exchange_strong_explicit(
+              &t->index[i], &e, tag | (uint64_t)(mine + 1),
+              memory_order_acq_rel, memory_order_acquire)) {
+        atomic_fetch_add_explicit(&t->size, 1, memory_order_relaxed);
+        return (cprof__stack_id)(mine + 2);
       }
-      /* Lost the claim: cur now holds the winner's hash. */
+      /* Lost the entry: e now holds the winner's. */
     }
-    if (cur != h) continue;
-    if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
-      continue; /* being written, perhaps by the thread we interrupted */
-    if (s->n == n && memcmp(frame_at(t, s->off), pcs, n * sizeof(uintptr_t)) == 0)
-      return (cprof__stack_id)(i + 2);
+    if ((e & ~(uint64_t)UINT32_MAX) != tag) continue;
+    size_t r = (size_t)(uint32_t)e - 1;
+    if (r >= t->limit) continue;
+    const record *rec = &t->recs[r];
+    if (atomic_load_explicit(&rec->state, memory_order_acquire) != REC_READY)
+      continue;
+    if (rec->hash == h && rec->n == n &&
+        memcmp(frame_at(t, rec->off), pcs, n * sizeof(uintptr_t)) == 0)
+      return (cprof__stack_id)(r + 2);
   }
   return overflow(t);
 }
@@ -275,12 +291,12 @@ size_t cprof__stacktab_get(cprof__stack_id id, const uintptr_t **pcs) {
     return 1;
   }
   table *t = atomic_load_explicit(&the_table, memory_order_acquire);
-  if (!t || id < 2 || (size_t)id - 2 >= t->nslots) return 0;
-  slot *s = &t->slots[id - 2];
-  if (atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_READY)
+  if (!t || id < 2 || (size_t)id - 2 >= t->limit) return 0;
+  const record *rec = &t->recs[id - 2];
+  if (atomic_load_explicit(&rec->state, memory_order_acquire) != REC_READY)
     return 0;
-  *pcs = frame_at(t, s->off);
-  return s->n;
+  *pcs = frame_at(t, rec->off);
+  return rec->n;
 }
 
 uint64_t cprof__stacktab_overflows(void) {

@@ -3,7 +3,7 @@
  * all profiles. Insertion is lock-free and allocation-free, so a signal
  * handler can intern: the table is mapped once (pages are only touched as
  * they fill), its frame pool chunk by chunk as stacks need it (a raw mmap
- * system call), and entries are claimed with compare-and-swap. The table
+ * system call), and stacks are published with compare-and-swap. The table
  * is bounded; when it or the frame pool is full, or the pool's next chunk
  * cannot be mapped, intern returns CPROF__STACK_OVERFLOW, whose stack is
  * the single synthetic frame CPROF__PC_OVERFLOW, and counts the event.
@@ -26,8 +26,8 @@ typedef uint32_t cprof__stack_id;
  * sample. Returns 0 or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__stacktab_init(void);
 
-/* cprof__stacktab_init() with room for slots stacks (rounded up to a power
- * of two, 75% usable) and frames pcs in all; a test seam for filling the
+/* cprof__stacktab_init() with an index of slots entries (rounded up to a
+ * power of two) and room for 75% as many stacks and frames pcs in all; a test seam for filling the
  * table. Like init, it does nothing once a table exists. Returns 0,
  * CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__stacktab_init_sized(size_t slots, size_t frames);
@@ -40,7 +40,8 @@ CPROF__HIDDEN void cprof__stacktab_reset_for_tests(void);
 /* Interns a stack of n pcs (n <= CPROF__STACK_BUF). Returns its id, or
  * CPROF__STACK_OVERFLOW when the table is full or not initialised.
  * Async-signal-safe and lock-free; preserves errno. Two racing inserts of
- * the same new stack may, rarely, get two ids; readers merge by content. */
+ * the same new stack get one id (the loser's copy stays unused); readers
+ * still merge by content. */
 CPROF__HIDDEN cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs,
                                                      size_t n);
 

@@ -2,7 +2,7 @@
  * The stack table: interned stacks come back intact, identical stacks share
  * an id, different ones do not, a full table answers with the overflow id,
  * and concurrent interning from threads and a SIGPROF handler never corrupts
- * an entry.
+ * an entry nor gives one stack two ids.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -178,6 +178,15 @@ static size_t depths[NSTACKS];
 static atomic_int conc_bad;
 static atomic_int sig_count;
 static atomic_int sig_bad;
+static _Atomic cprof__stack_id first_id[NSTACKS];
+static atomic_int two_ids;
+
+/* Notes stack s's id; counts an id that differs from the first seen. */
+static void same_id(size_t s, cprof__stack_id id) {
+  cprof__stack_id want = 0;
+  if (!atomic_compare_exchange_strong(&first_id[s], &want, id) && want != id)
+    atomic_fetch_add(&two_ids, 1);
+}
 
 static void make_stacks(void) {
   for (size_t s = 0; s < NSTACKS; s++) {
@@ -198,6 +207,7 @@ static void intern_all(uint64_t seed, atomic_int *bad) {
     cprof__stack_id id = cprof__stacktab_intern(stacks[s], depths[s]);
     if (id <= CPROF__STACK_OVERFLOW || !same(id, stacks[s], depths[s]))
       atomic_fetch_add(bad, 1);
+    same_id(s, id);
   }
 }
 
@@ -209,6 +219,7 @@ static void on_prof(int sig) {
   cprof__stack_id id = cprof__stacktab_intern(stacks[s], depths[s]);
   if (id <= CPROF__STACK_OVERFLOW || !same(id, stacks[s], depths[s]))
     atomic_fetch_add(&sig_bad, 1);
+  same_id(s, id);
   errno = saved;
 }
 
@@ -219,6 +230,7 @@ static void *worker(void *arg) {
 }
 
 static void test_concurrent(void) {
+  size_t before = cprof__stacktab_size();
   make_stacks();
   struct sigaction sa, old;
   memset(&sa, 0, sizeof(sa));
@@ -251,9 +263,12 @@ static void test_concurrent(void) {
   CHECK(atomic_load(&sig_count) > 0);
   CHECK_EQ_INT(atomic_load(&conc_bad), 0);
   CHECK_EQ_INT(atomic_load(&sig_bad), 0);
-  /* Duplicates are allowed, but only from races: at most a few. */
-  CHECK(cprof__stacktab_size() >= NSTACKS);
-  CHECK(cprof__stacktab_size() < NSTACKS + NSTACKS / 4);
+  /* Racing inserts of one stack give it one id: every intern of a stack,
+   * in any thread or handler, got the same one. (The process's own heap
+   * samples may add a stack or two.) */
+  CHECK_EQ_INT(atomic_load(&two_ids), 0);
+  CHECK(cprof__stacktab_size() - before >= NSTACKS);
+  CHECK(cprof__stacktab_size() - before < NSTACKS + 16);
   CHECK_EQ_INT(cprof__stacktab_overflows(), 0);
   /* After the dust settles, every stack resolves. */
   atomic_int bad = 0;
