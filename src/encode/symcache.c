@@ -225,6 +225,14 @@ static int entry_by_off(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+static void writer_free(writer *w) {
+  cprof_buf_free(&w->entries);
+  cprof_buf_free(&w->frames);
+  cprof_buf_free(&w->strings);
+  cprof__hmap_free(&w->offs);
+  cprof__hmap_free(&w->strs);
+}
+
 /* Adds every string of old's table to w's index, so that the new results
  * share them (old's table is w's first part). */
 static void index_strings(writer *w, const cprof__symcache_view *old) {
@@ -326,11 +334,7 @@ static int write_appended(const cprof__symcache_view *old,
     memcpy(out->data + out->len, w.strings.data, w.strings.len);
     out->len += w.strings.len;
   }
-  cprof_buf_free(&w.entries);
-  cprof_buf_free(&w.frames);
-  cprof_buf_free(&w.strings);
-  cprof__hmap_free(&w.offs);
-  cprof__hmap_free(&w.strs);
+  writer_free(&w);
   return err;
 }
 
@@ -374,11 +378,7 @@ int cprof__symcache_write(const cprof__symcache_view *old,
         cprof__buf_append(out, w.strings.data, w.strings.len) != 0)
       err = err ? err : CPROF_ENOMEM;
   }
-  cprof_buf_free(&w.entries);
-  cprof_buf_free(&w.frames);
-  cprof_buf_free(&w.strings);
-  cprof__hmap_free(&w.offs);
-  cprof__hmap_free(&w.strs);
+  writer_free(&w);
   return err;
 }
 
