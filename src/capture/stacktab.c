@@ -22,7 +22,7 @@
  * stacks by content anyway).
  *
  * The records are dense: a program's first thousand stacks fill a few
- * pages of them, and the 8-byte index entries a sixth as many pages as
+ * pages of them, and the 8-byte index entries a third as many pages as
  * 24-byte slots scattered by hash did (each page first touched is a page
  * fault: a compiler's 1,063 heap stacks touched 384 pages of slots).
  *

@@ -1039,6 +1039,7 @@ static void sym_child_after_fork(void) {
     return;
   }
   pthread_mutex_init(&sym_mu, NULL);
+  code_pages_forget(); /* copies the interrupted holder made */
   /* The state a thread was changing is left as it is, never freed; kept
    * here, where it stays reachable, so that it is not reported as leaked
    * by a leak checker at the child's exit. */
