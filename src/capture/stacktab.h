@@ -27,9 +27,9 @@ typedef uint32_t cprof__stack_id;
 CPROF__HIDDEN int cprof__stacktab_init(void);
 
 /* cprof__stacktab_init() with an index of slots entries (rounded up to a
- * power of two) and room for 75% as many stacks and frames pcs in all; a test seam for filling the
- * table. Like init, it does nothing once a table exists. Returns 0,
- * CPROF_EINVAL or CPROF_ENOMEM. */
+ * power of two), room for 75% as many stacks, and frames pcs in all; a
+ * test seam for filling the table. Like init, it does nothing once a table
+ * exists. Returns 0, CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__stacktab_init_sized(size_t slots, size_t frames);
 
 /* A test seam: drops the table, so a test (in a forked, single-threaded

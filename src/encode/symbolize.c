@@ -1608,7 +1608,8 @@ static bool read_mem(uint64_t addr, void *out, size_t len) {
     return cprof__safe_read((uintptr_t)addr, out, len);
   }
   uint64_t page = addr & ~(CODE_PAGE - 1), end = addr + len;
-  size_t first = end - page <= CODE_PAGE ? len : (size_t)(page + CODE_PAGE - addr);
+  size_t first =
+      end - page <= CODE_PAGE ? len : (size_t)(page + CODE_PAGE - addr);
   const unsigned char *a = code_page_at(page);
   const unsigned char *b = first < len ? code_page_at(page + CODE_PAGE) : a;
   if (!a || !b) /* a page that cannot be copied whole: read just the bytes */

@@ -1,16 +1,18 @@
 /*
  * The peak heap profile (heap_peak.h). A tracker thread wakes every
  * CPROF_HEAP_PEAK_MS (default 50 ms) while heap samples are being taken
- * (after an interval without one it sleeps until the next) and sums the estimated bytes of the
- * heap sampler's live sampled blocks (each unsampled as the heap profile
- * does); when the sum passes the kept peak by more than 1% (and at least
- * one sampling interval), it copies the live set's records, which become
- * the profile. Allocation and free paths are untouched: the cost is the
- * tracker's walk of the live set, proportional to the sampled blocks live
- * (about one per rate bytes in use). Collecting runs the same check first,
- * so a profile is never below the heap at that moment. Written through the
- * heap profile's writer, with allocation columns zero. Calls the sampler's
- * accessors, the heap profile and the registry; normal context.
+ * (after an interval without one it sleeps until the next) and sums the
+ * estimated bytes of the heap sampler's live sampled blocks (each
+ * unsampled as the heap profile does); when the sum passes the kept peak
+ * by more than 1% (and at least one sampling interval), it copies the live
+ * set's records, which become the profile. Allocation and free paths are
+ * untouched but for the sampled allocation's count of samples: the cost is
+ * the tracker's walk of the live set, proportional to the sampled blocks
+ * live (about one per rate bytes in use). Collecting runs the same check
+ * first, so a profile is never below the heap at that moment. Written
+ * through the heap profile's writer, with allocation columns zero. Calls
+ * the sampler's accessors, the heap profile and the registry; normal
+ * context.
  */
 #include <pthread.h>
 #include <stdatomic.h>
