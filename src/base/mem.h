@@ -13,8 +13,10 @@
 #ifndef CPROF_MEM_H
 #define CPROF_MEM_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/internal.h"
 
@@ -45,6 +47,24 @@ CPROF__HIDDEN extern __thread volatile int cprof__guard_depth CPROF__TLS;
 __attribute__((always_inline, no_sanitize("address", "thread", "undefined")))
 static inline bool cprof__guarded(void) {
   return cprof__guard_depth > 0;
+}
+
+/* Whether the page of a table's zero-filled mapping at offset off has not
+ * been written yet, by one bit per page in written (set from now on). A
+ * lookup that may turn into an insert reads such a page by a write that
+ * changes nothing (an atomic add of 0): a page first touched by a load
+ * maps the kernel's zero page, and the store that follows faults again,
+ * two faults instead of one. A page written once is read by loads, so
+ * that a fork child's lookups share the parent's pages rather than copy
+ * them. Signal-safe. */
+__attribute__((always_inline)) static inline bool cprof__page_unwritten(
+    _Atomic uint64_t *written, size_t off) {
+  size_t page = off / 4096;
+  uint64_t bit = (uint64_t)1 << (page % 64);
+  _Atomic uint64_t *w = &written[page / 64];
+  if (atomic_load_explicit(w, memory_order_relaxed) & bit) return false;
+  atomic_fetch_or_explicit(w, bit, memory_order_relaxed);
+  return true;
 }
 
 /* Appends to a caller's buffer; returns 0 or CPROF_ENOMEM. */

@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "base/mem.h"
 #include "base/sys.h"
 #include "capture/stack.h"
 #include "capture/stacktab.h"
@@ -78,6 +79,7 @@ typedef struct {
   _Atomic size_t pool_used;
   _Atomic size_t size;
   _Atomic uint64_t overflows;
+  _Atomic uint64_t written[]; /* a bit per page of the index written */
 } table;
 
 static _Atomic(table *) the_table;
@@ -102,7 +104,8 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   while (((frames - 1) >> shift) + 1 > POOL_CHUNKS) shift++;
 
   size_t limit = nslots / 4 * 3;
-  size_t index_at = align_up(sizeof(table), 64);
+  size_t words = (nslots * sizeof(uint64_t) / 4096 + 64) / 64 + 1;
+  size_t index_at = align_up(sizeof(table) + words * sizeof(uint64_t), 64);
   size_t recs_at = align_up(index_at + nslots * sizeof(uint64_t), 64);
   size_t len = align_up(recs_at + limit * sizeof(record), 4096);
   void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -259,7 +262,11 @@ CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, 
   size_t i = (size_t)h & mask;
   long mine = -1; /* this call's record, once made */
   for (size_t probes = 0; probes < t->nslots; probes++, i = (i + 1) & mask) {
-    uint64_t e = atomic_load_explicit(&t->index[i], memory_order_acquire);
+    uint64_t e =
+        cprof__page_unwritten(t->written,
+                              (size_t)((char *)&t->index[i] - (char *)t))
+            ? atomic_fetch_add_explicit(&t->index[i], 0, memory_order_acquire)
+            : atomic_load_explicit(&t->index[i], memory_order_acquire);
     if (e == 0) {
       /* The stack is not in the table (short of a racing insert). */
       if (mine < 0 && (mine = make_record(t, h, pcs, n)) < 0)
