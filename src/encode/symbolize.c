@@ -1356,29 +1356,63 @@ static bool set_names(cprof__sym_frame *f, const char *sym) {
  * glibc's and the sanitizers' functions by their internal aliases).
  */
 typedef struct func_sym {
-  uint64_t addr, size;
-  uint64_t section_end; /* a sizeless symbol covers no further */
-  const char *name;     /* libdw's, valid for the session */
-  int rank;             /* 1 global or weak, 0 local */
-  int index;            /* in the table: the first alias wins, as in libdw */
-  /* A local symbol's source file, from the STT_FILE symbol before it (the
-   * only file known for code without line information), or NULL. */
-  const char *file;
+  uint64_t addr;
+  uint32_t size;  /* st_size; none is 4 GiB, a larger one is cut there */
+  uint32_t index; /* in the table, and SYM_GLOBAL for a global or weak one */
 } func_sym;
 
+#define SYM_GLOBAL 0x80000000u
+
+/* An STT_FILE symbol: the source file of the local symbols after it (the
+ * only file known for code without line information). */
+typedef struct file_mark {
+  uint32_t index;
+  const char *name; /* NULL for an empty name */
+} file_mark;
+
+/*
+ * A module's table holds 16 bytes a symbol, its name and section looked up
+ * again only for the symbols a lookup returns or weighs: a compiler's
+ * 31,000 dynamic symbols fill 0.5 MB, where names, files and section ends
+ * kept for each filled 1.7 MB, 425 pages each faulted in on a process's
+ * first unnamed address. The STT_FILE marks fill the same allocation from
+ * its other end, last first.
+ */
 typedef struct module_syms {
   struct module_syms *next;
   Dwfl_Module *mod;
   func_sym *syms;
   size_t n;
+  file_mark *files; /* descending index */
+  size_t nfiles;
 } module_syms;
+
+_Static_assert(sizeof(file_mark) <= sizeof(func_sym),
+               "file marks share the symbols' array");
+
+/* What find_sym returns: a symbol's address, size, name and file. */
+typedef struct sym_hit {
+  uint64_t addr, size;
+  const char *name; /* libdw's, valid for the session */
+  const char *file; /* a local symbol's source file, or NULL */
+} sym_hit;
 
 static int sym_order(const void *a, const void *b) {
   const func_sym *x = a, *y = b;
   if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
-  if (x->rank != y->rank) return y->rank - x->rank;
+  bool xg = x->index & SYM_GLOBAL, yg = y->index & SYM_GLOBAL;
+  if (xg != yg) return xg ? -1 : 1;
   if ((x->size != 0) != (y->size != 0)) return x->size ? -1 : 1;
-  return x->index - y->index;
+  return (x->index & ~SYM_GLOBAL) < (y->index & ~SYM_GLOBAL) ? -1 : 1;
+}
+
+/* Whether a symbol of the table may name code: a named function, or an
+ * untyped symbol (assembly), defined in a section. */
+static bool is_code_sym(const char *name, const GElf_Sym *sym,
+                        GElf_Word shndx) {
+  int type = GELF_ST_TYPE(sym->st_info);
+  return name && *name && shndx != SHN_UNDEF && shndx != SHN_ABS &&
+         (type == STT_FUNC || type == STT_GNU_IFUNC || type == STT_NOTYPE);
 }
 
 static module_syms *syms_of(Dwfl_Module *mod) {
@@ -1392,53 +1426,75 @@ static module_syms *syms_of(Dwfl_Module *mod) {
   if (total <= 1) return m;
   m->syms = arena_alloc((size_t)total * sizeof *m->syms);
   if (!m->syms) return m;
-  const char *file = NULL;
-  /* The section of the last symbol: nearly all are in .text, whose header
-   * need not be looked up 30,000 times (a compiler's dynamic symbols). */
-  Elf *last_elf = NULL;
-  GElf_Word last_shndx = SHN_UNDEF;
-  GElf_Shdr last_shdr;
-  bool last_ok = false;
+  file_mark *marks = (file_mark *)(void *)(m->syms + total);
   for (int i = 1; i < total; i++) {
     GElf_Sym sym;
     GElf_Addr addr;
     GElf_Word shndx;
-    Elf *elf = NULL;
     const char *name =
-        libdw.dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, &elf, NULL);
-    int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
-    if (name && type == STT_FILE) file = *name ? name : NULL;
-    if (!name || !*name || shndx == SHN_UNDEF || shndx == SHN_ABS) continue;
-    if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE)
+        libdw.dwfl_module_getsym_info(mod, i, &sym, &addr, &shndx, NULL, NULL);
+    if (name && GELF_ST_TYPE(sym.st_info) == STT_FILE) {
+      /* Each mark takes a symbol's room: the symbols before it are
+       * fewer than i, the marks at most the rest. */
+      file_mark *f = (file_mark *)(void *)(m->syms + total - 1 - m->nfiles);
+      *f = (file_mark){(uint32_t)i, *name ? name : NULL};
+      m->nfiles++;
+      marks = f;
       continue;
-    if (elf != last_elf || shndx != last_shndx) {
-      Elf_Scn *scn = elf ? libelf.elf_getscn(elf, shndx) : NULL;
-      last_ok = scn && libelf.gelf_getshdr(scn, &last_shdr);
-      last_elf = elf;
-      last_shndx = shndx;
     }
-    const GElf_Shdr *shdr = last_ok ? &last_shdr : NULL;
-    uint64_t section_end = addr + sym.st_size;
-    if (shdr && sym.st_value >= shdr->sh_addr)
-      section_end = addr - (sym.st_value - shdr->sh_addr) + shdr->sh_size;
+    if (!is_code_sym(name, &sym, shndx)) continue;
+    int bind = GELF_ST_BIND(sym.st_info);
     m->syms[m->n++] = (func_sym){
         .addr = addr,
-        .size = sym.st_size,
-        .section_end = section_end,
-        .name = name,
-        .rank = bind == STB_GLOBAL || bind == STB_WEAK ? 1 : 0,
-        .index = i,
-        .file = bind == STB_LOCAL ? file : NULL,
+        .size = sym.st_size > UINT32_MAX ? UINT32_MAX : (uint32_t)sym.st_size,
+        .index = (uint32_t)i |
+                 (bind == STB_GLOBAL || bind == STB_WEAK ? SYM_GLOBAL : 0),
     };
   }
+  m->files = marks;
   qsort(m->syms, m->n, sizeof *m->syms, sym_order);
   return m;
 }
 
-/* The function symbol containing pc, or NULL. */
-static const func_sym *find_sym(Dwfl_Module *mod, uint64_t pc) {
+/* The name of symbol f, with the end of its section when section_end is
+ * not NULL (a sizeless symbol covers no further); NULL when libdw no longer
+ * gives it. */
+static const char *sym_name(Dwfl_Module *mod, const func_sym *f,
+                            uint64_t *section_end) {
+  GElf_Sym sym;
+  GElf_Addr addr;
+  GElf_Word shndx;
+  Elf *elf = NULL;
+  const char *name = libdw.dwfl_module_getsym_info(
+      mod, (int)(f->index & ~SYM_GLOBAL), &sym, &addr, &shndx, &elf, NULL);
+  if (!name || !section_end) return name;
+  *section_end = addr + sym.st_size;
+  Elf_Scn *scn = elf ? libelf.elf_getscn(elf, shndx) : NULL;
+  GElf_Shdr shdr;
+  if (scn && libelf.gelf_getshdr(scn, &shdr) && sym.st_value >= shdr.sh_addr)
+    *section_end = addr - (sym.st_value - shdr.sh_addr) + shdr.sh_size;
+  return name;
+}
+
+/* The source file of local symbol f: the STT_FILE symbol last before it. */
+static const char *sym_file(const module_syms *m, const func_sym *f) {
+  if (f->index & SYM_GLOBAL) return NULL;
+  uint32_t index = f->index;
+  size_t lo = 0, hi = m->nfiles; /* descending: the first below is at lo */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (m->files[mid].index > index)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < m->nfiles ? m->files[lo].name : NULL;
+}
+
+/* The function symbol containing pc, into *out; false when none does. */
+static bool find_sym(Dwfl_Module *mod, uint64_t pc, sym_hit *out) {
   module_syms *m = syms_of(mod);
-  if (!m || m->n == 0) return NULL;
+  if (!m || m->n == 0) return false;
   size_t lo = 0, hi = m->n; /* the first symbol above pc is at hi */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -1450,20 +1506,29 @@ static const func_sym *find_sym(Dwfl_Module *mod, uint64_t pc) {
   /* Walk back over the nearest addresses (a sized symbol further down can
    * still contain pc when sizeless labels sit inside it); within one
    * address the sort put the best candidate first. */
-  const func_sym *sizeless = NULL;
-  for (size_t i = hi, groups = 0; i > 0 && groups < 8; groups++) {
+  const func_sym *hit = NULL, *sizeless = NULL;
+  for (size_t i = hi, groups = 0; !hit && i > 0 && groups < 8; groups++) {
     size_t first = i - 1;
     while (first > 0 && m->syms[first - 1].addr == m->syms[i - 1].addr)
       first--;
     for (size_t j = first; j < i; j++) {
       const func_sym *f = &m->syms[j];
-      if (f->size != 0 && pc - f->addr < f->size) return f;
-      if (f->size == 0 && groups == 0 && !sizeless && pc < f->section_end)
+      uint64_t end;
+      if (f->size != 0 && pc - f->addr < f->size) {
+        hit = f;
+        break;
+      }
+      if (f->size == 0 && groups == 0 && !sizeless &&
+          sym_name(mod, f, &end) && pc < end)
         sizeless = f;
     }
     i = first;
   }
-  return sizeless;
+  if (!hit) hit = sizeless;
+  const char *name = hit ? sym_name(mod, hit, NULL) : NULL;
+  if (!name) return false;
+  *out = (sym_hit){hit->addr, hit->size, name, sym_file(m, hit)};
+  return true;
 }
 
 static const char *die_string(Dwarf_Die *die, unsigned attr) {
@@ -1883,7 +1948,8 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
   Dwfl_Module *mod = S.dwfl ? libdw.dwfl_addrmodule(S.dwfl, pc) : NULL;
   if (!mod) return;
 
-  const func_sym *fs = find_sym(mod, pc);
+  sym_hit hit;
+  const sym_hit *fs = find_sym(mod, pc, &hit) ? &hit : NULL;
   const char *file = NULL;
   int line = 0;
   Dwfl_Line *dl = libdw.dwfl_module_getsrc(mod, pc);
@@ -1927,12 +1993,13 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
   uint64_t start = 0;
   if (sub >= 0) {
     Dwarf_Die *fn = &scopes[sub];
-    const func_sym *at = NULL;
+    sym_hit at_start;
+    const sym_hit *at = NULL;
     Dwarf_Addr low;
     if (die_start(fn, &low)) {
       start = low + bias;
-      at = find_sym(mod, start);
-      if (at && at->addr != start) at = NULL;
+      if (find_sym(mod, start, &at_start) && at_start.addr == start)
+        at = &at_start;
     }
     const char *linkage = die_string(fn, DW_AT_linkage_name);
     if (!linkage) linkage = die_string(fn, DW_AT_MIPS_linkage_name);
