@@ -47,7 +47,7 @@ live_checks preloaded env LD_PRELOAD="$lib" "$plain"
 without=$("$plain" vmsize | awk '{print $2}')
 with=$(LD_PRELOAD=$lib "$plain" vmsize | awk '{print $2}')
 echo "VmSize: $without KiB without cprof, $with KiB with it (+$(( (with - without) / 1024 )) MiB)"
-# 5.4 MiB of tables and the library, and the 16 MiB range of cprof's own
+# 5.0 MiB of tables and the library, and the 16 MiB range of cprof's own
 # heap (docs/heap.md, "Address space").
 [ $((with - without)) -lt $((24 * 1024)) ] || fail "loading cprof adds $((with - without)) KiB of address space (more than 24 MiB)"
 checks=$((checks + 1))
