@@ -298,7 +298,13 @@ static void test_fresh_pages(void) {
     CHECK(cprof__stacktab_intern(pcs, 4) > CPROF__STACK_OVERFLOW);
   }
   long faults = minor_faults() - before;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  (void)faults;
+  printf("skip: the page-fault count (a sanitizer's shadow memory faults "
+         "pages of its own)\n");
+#else
   CHECK(faults <= 128 + 6 + 8 + 16);
+#endif
   cprof__stacktab_reset_for_tests();
 }
 
