@@ -4,7 +4,6 @@
  * the counters but keeps the keys. A table's new keys land on few pages.
  */
 #include <pthread.h>
-#include <sys/resource.h>
 
 #include "capture/agg.h"
 #include "testutil.h"
@@ -32,6 +31,13 @@ static void collect(cprof__stack_id sid, uint32_t tag, const int64_t *vals,
   }
 }
 
+static totals collect_all(cprof__agg *a) {
+  totals t;
+  memset(&t, 0, sizeof(t));
+  cprof__agg_foreach(a, collect, &t);
+  return t;
+}
+
 static void test_add_foreach(void) {
   cprof__agg *a = cprof__agg_new(2, 100);
   CHECK(a != NULL);
@@ -46,9 +52,7 @@ static void test_add_foreach(void) {
   CHECK(!cprof__agg_add(a, CPROF__STACK_NONE, 0, one));
   CHECK_EQ_INT(cprof__agg_drops(a), 1);
 
-  totals t;
-  memset(&t, 0, sizeof(t));
-  cprof__agg_foreach(a, collect, &t);
+  totals t = collect_all(a);
   CHECK_EQ_INT(t.nkeys, 4);
   CHECK_EQ_INT(t.seen_7_3, 1);
   CHECK_EQ_INT(t.v_of_7_3[0], 3);
@@ -58,14 +62,12 @@ static void test_add_foreach(void) {
   CHECK(!t.bad_key);
 
   cprof__agg_clear(a);
-  memset(&t, 0, sizeof(t));
-  cprof__agg_foreach(a, collect, &t);
+  t = collect_all(a);
   CHECK_EQ_INT(t.nkeys, 4);
   CHECK_EQ_INT(t.sum[0], 0);
   CHECK_EQ_INT(t.sum[1], 0);
   CHECK(cprof__agg_add(a, 7, 3, one));
-  memset(&t, 0, sizeof(t));
-  cprof__agg_foreach(a, collect, &t);
+  t = collect_all(a);
   CHECK_EQ_INT(t.v_of_7_3[1], 10);
   cprof__agg_free(a);
 
@@ -85,9 +87,7 @@ static void test_full(void) {
   /* Keys already in still count. */
   for (uint32_t k = 0; k < 10; k++) CHECK(cprof__agg_add(a, 2 + k, k, one));
   CHECK_EQ_INT(cprof__agg_drops(a), 5);
-  totals t;
-  memset(&t, 0, sizeof(t));
-  cprof__agg_foreach(a, collect, &t);
+  totals t = collect_all(a);
   CHECK_EQ_INT(t.nkeys, 10);
   CHECK_EQ_INT(t.sum[0], 20);
   cprof__agg_free(a);
@@ -115,21 +115,13 @@ static void test_concurrent(void) {
   for (uintptr_t i = 0; i < NTHREADS; i++)
     CHECK(pthread_create(&th[i], NULL, adder, (void *)i) == 0);
   for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
-  totals t;
-  memset(&t, 0, sizeof(t));
-  cprof__agg_foreach(shared, collect, &t);
+  totals t = collect_all(shared);
   CHECK_EQ_INT(t.nkeys, 2 * NKEYS);
   CHECK_EQ_INT(t.sum[0], (int64_t)NTHREADS * ROUNDS * NKEYS);
   CHECK_EQ_INT(t.sum[1],
                (int64_t)NTHREADS * ROUNDS * (NKEYS * (NKEYS - 1) / 2));
   CHECK_EQ_INT(cprof__agg_drops(shared), 0);
   cprof__agg_free(shared);
-}
-
-static long minor_faults(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
 }
 
 /* The records are handed out in order, and a page of the index is first
@@ -141,19 +133,10 @@ static void test_dense(void) {
   cprof__agg *a = cprof__agg_new(2, 32768);
   CHECK(a != NULL);
   int64_t v[2] = {1, 2};
-  long before = minor_faults();
+  long before = testutil_minor_faults();
   for (uint32_t k = 0; k < 1000; k++) CHECK(cprof__agg_add(a, 2 + k, k % 3, v));
-  long faults = minor_faults() - before;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  (void)faults;
-  printf("skip: the page-fault count (a sanitizer's shadow memory faults "
-         "pages of its own)\n");
-#else
-  CHECK(faults <= 64 + 2 + 4 + 16);
-#endif
-  totals t;
-  memset(&t, 0, sizeof(t));
-  cprof__agg_foreach(a, collect, &t);
+  CHECK_FAULTS_SINCE(before, 64 + 2 + 4 + 16);
+  totals t = collect_all(a);
   CHECK_EQ_INT(t.nkeys, 1000);
   CHECK_EQ_INT(t.sum[1], 2000);
   cprof__agg_free(a);

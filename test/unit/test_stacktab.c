@@ -10,7 +10,6 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <sys/resource.h>
 #include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -278,12 +277,6 @@ static void test_concurrent(void) {
   CHECK_EQ_INT(atomic_load(&bad), 0);
 }
 
-static long minor_faults(void) {
-  struct rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_minflt;
-}
-
 /* A thousand stacks of four frames in a table of 65,536 slots fault in
  * each of the index's 129 pages at most once (a load before the store
  * that claims an entry faulted twice: 270 faults in all), six pages of
@@ -292,19 +285,12 @@ static void test_fresh_pages(void) {
   cprof__stacktab_reset_for_tests();
   CHECK_EQ_INT(cprof__stacktab_init_sized(1 << 16, 1 << 16), 0);
   uintptr_t pcs[4];
-  long before = minor_faults();
+  long before = testutil_minor_faults();
   for (int k = 0; k < 1000; k++) {
     for (int j = 0; j < 4; j++) pcs[j] = (uintptr_t)(rnd() >> 16) | 1;
     CHECK(cprof__stacktab_intern(pcs, 4) > CPROF__STACK_OVERFLOW);
   }
-  long faults = minor_faults() - before;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  (void)faults;
-  printf("skip: the page-fault count (a sanitizer's shadow memory faults "
-         "pages of its own)\n");
-#else
-  CHECK(faults <= 128 + 6 + 8 + 16);
-#endif
+  CHECK_FAULTS_SINCE(before, 128 + 6 + 8 + 16);
   cprof__stacktab_reset_for_tests();
 }
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 static int testutil_failures;
 
@@ -42,6 +43,35 @@ static int testutil_failures;
       testutil_failures++;                                               \
     }                                                                    \
   } while (0)
+
+/* The process's minor page faults so far. */
+static inline long testutil_minor_faults(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+
+/* Checks that at most limit page faults were taken since before (from
+ * testutil_minor_faults). A sanitizer's shadow memory is faulted in by the
+ * same accesses, so under one the check is skipped, and says so. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CHECK_FAULTS_SINCE(before, limit)                                \
+  do {                                                                   \
+    (void)(before);                                                      \
+    printf("skip: the page-fault count (a sanitizer's shadow memory "    \
+           "faults pages of its own)\n");                                \
+  } while (0)
+#else
+#define CHECK_FAULTS_SINCE(before, limit)                                \
+  do {                                                                   \
+    long faults_ = testutil_minor_faults() - (before);                   \
+    if (faults_ > (long)(limit)) {                                       \
+      fprintf(stderr, "%s:%d: %ld page faults, more than %ld\n",         \
+              __FILE__, __LINE__, faults_, (long)(limit));               \
+      testutil_failures++;                                               \
+    }                                                                    \
+  } while (0)
+#endif
 
 #define RUN(fn)                                                          \
   do {                                                                   \
