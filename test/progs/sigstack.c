@@ -14,6 +14,11 @@
  *                             back ("deferred: ...").
  *   sigstack frame            prints AT_MINSIGSTKSZ, the kernel's signal
  *                             frame on this machine
+ *   sigstack minimum          prints the smallest alternate stack, from
+ *                             AT_MINSIGSTKSZ up, that sigaltstack takes here
+ *                             (a kernel may refuse one below its older
+ *                             constant MINSIGSTKSZ, 2,048 bytes on x86-64,
+ *                             where AT_MINSIGSTKSZ is smaller)
  *   sigstack overflow N       a thread with a 64 KiB stack overflows it N
  *                             times, recovering each time with sigaltstack,
  *                             a SIGSEGV handler and siglongjmp, while
@@ -211,8 +216,24 @@ int main(int argc, char **argv) {
     printf("%ld\n", (long)getauxval(AT_MINSIGSTKSZ));
     return 0;
   }
+  if (argc == 2 && strcmp(argv[1], "minimum") == 0) {
+    static char probe[65536];
+    size_t size = (size_t)getauxval(AT_MINSIGSTKSZ);
+    stack_t ss = {.ss_sp = probe, .ss_size = size, .ss_flags = 0};
+    while (size <= sizeof probe && sigaltstack(&ss, NULL) != 0)
+      ss.ss_size = size += 16;
+    if (size > sizeof probe) {
+      perror("sigaltstack");
+      return 1;
+    }
+    ss.ss_flags = SS_DISABLE;
+    sigaltstack(&ss, NULL);
+    printf("%zu\n", size);
+    return 0;
+  }
   if (argc == 3 && strcmp(argv[1], "overflow") == 0)
     return overflow(atoi(argv[2]));
-  fprintf(stderr, "usage: sigstack altstack BYTES [LOCALS] | frame | overflow N\n");
+  fprintf(stderr, "usage: sigstack altstack BYTES [LOCALS] | frame | minimum "
+                  "| overflow N\n");
   return 2;
 }
