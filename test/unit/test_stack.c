@@ -364,9 +364,17 @@ static void test_sigprof_deep(void) {
   CHECK_EQ_INT(n, CPROF__STACK_BUF);
   CHECK(sig_pcs[CPROF__STACK_BUF - 1] == CPROF__PC_TRUNCATED);
   /* Frame 0 is the interrupted pc, in the bottom frame's spin loop or in
-   * usleep; the rest are recursion call sites. */
+   * usleep; the rest are recursion call sites, after at most a few frames
+   * of usleep's own (ThreadSanitizer delivers the signal in its usleep
+   * interceptor, whose CPU time is what the timer counted). */
   CHECK(sig_pcs[0] >= 4096);
-  for (size_t i = 1; i + 1 < n; i++) CHECK(pc_in(sig_pcs[i], (void (*)(void))recurse));
+  size_t first = 1;
+  while (first < 5 && first + 1 < n &&
+         !pc_in(sig_pcs[first], (void (*)(void))recurse))
+    first++;
+  CHECK(first < 5);
+  for (size_t i = first; i + 1 < n; i++)
+    CHECK(pc_in(sig_pcs[i], (void (*)(void))recurse));
   CHECK(sig_errno_ok);
 }
 
