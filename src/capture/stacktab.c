@@ -104,8 +104,10 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   while (((frames - 1) >> shift) + 1 > POOL_CHUNKS) shift++;
 
   size_t limit = nslots / 4 * 3;
-  size_t words = (nslots * sizeof(uint64_t) / 4096 + 64) / 64 + 1;
-  size_t index_at = align_up(sizeof(table) + words * sizeof(uint64_t), 64);
+  /* The index starts on a page of its own, so that its written bits
+   * (cprof__page_unwritten) count its own pages. */
+  size_t words = (nslots * sizeof(uint64_t) / 4096 + 63) / 64 + 1;
+  size_t index_at = align_up(sizeof(table) + words * sizeof(uint64_t), 4096);
   size_t recs_at = align_up(index_at + nslots * sizeof(uint64_t), 64);
   size_t len = align_up(recs_at + limit * sizeof(record), 4096);
   void *map = mmap(NULL, len, PROT_READ | PROT_WRITE,
@@ -263,8 +265,7 @@ CPROF__SIGNAL_SAFE cprof__stack_id cprof__stacktab_intern(const uintptr_t *pcs, 
   long mine = -1; /* this call's record, once made */
   for (size_t probes = 0; probes < t->nslots; probes++, i = (i + 1) & mask) {
     uint64_t e =
-        cprof__page_unwritten(t->written,
-                              (size_t)((char *)&t->index[i] - (char *)t))
+        cprof__page_unwritten(t->written, i * sizeof *t->index)
             ? atomic_fetch_add_explicit(&t->index[i], 0, memory_order_acquire)
             : atomic_load_explicit(&t->index[i], memory_order_acquire);
     if (e == 0) {
