@@ -67,6 +67,12 @@ __attribute__((always_inline)) static inline bool cprof__page_unwritten(
   return true;
 }
 
+/* The words of a written bitmap (cprof__page_unwritten) for len bytes of a
+ * table that starts on a page. */
+static inline size_t cprof__page_words(size_t len) {
+  return (len / 4096 + 63) / 64 + 1;
+}
+
 /* Appends to a caller's buffer; returns 0 or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__buf_append(cprof_buf *b, const void *data, size_t n);
 CPROF__HIDDEN int cprof__buf_printf(cprof_buf *b, const char *fmt, ...)

@@ -65,7 +65,7 @@ cprof__agg *cprof__agg_new(size_t nvalues, size_t capacity) {
   size_t nslots = 4;
   while (nslots < capacity + capacity / 3 + 1) nslots <<= 1;
 
-  size_t words = (nslots * sizeof(uint32_t) / 4096 + 63) / 64 + 1;
+  size_t words = cprof__page_words(nslots * sizeof(uint32_t));
   cprof__agg *a = cprof__calloc(1, sizeof(*a) + words * sizeof(uint64_t));
   if (!a) return NULL;
   a->nvalues = nvalues;

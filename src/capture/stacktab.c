@@ -106,7 +106,7 @@ int cprof__stacktab_init_sized(size_t slots, size_t frames) {
   size_t limit = nslots / 4 * 3;
   /* The index starts on a page of its own, so that its written bits
    * (cprof__page_unwritten) count its own pages. */
-  size_t words = (nslots * sizeof(uint64_t) / 4096 + 63) / 64 + 1;
+  size_t words = cprof__page_words(nslots * sizeof(uint64_t));
   size_t index_at = align_up(sizeof(table) + words * sizeof(uint64_t), 4096);
   size_t recs_at = align_up(index_at + nslots * sizeof(uint64_t), 64);
   size_t len = align_up(recs_at + limit * sizeof(record), 4096);
