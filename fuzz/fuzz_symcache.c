@@ -22,7 +22,8 @@ static bool same(const cprof__sym_result *a, const cprof__sym_frame *fa,
                  const cprof__sym_result *b, const cprof__sym_frame *fb) {
   if (a->nframes != b->nframes || a->has_line != b->has_line ||
       a->has_inline != b->has_inline || a->has_function != b->has_function ||
-      a->decl_line != b->decl_line)
+      a->decl_line != b->decl_line || a->call != b->call ||
+      a->stub != b->stub || a->call_disp != b->call_disp)
     return false;
   for (int i = 0; i < a->nframes; i++)
     if (strcmp(fa[i].name, fb[i].name) || strcmp(fa[i].file, fb[i].file) ||

@@ -145,6 +145,7 @@ static struct {
   demangle_fn demangle;
   struct module_syms *modsyms; /* a list, one per module looked up */
   cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
+  cprof__hmap stubs;   /* PLT stub -> its GOT slot's value, or 1 for none */
   struct hdr_copy *hdr_copies; /* fde_start's tables, in the arena */
   struct sym_object *objects;  /* the symbol cache's, one per build ID */
   bool session_tried; /* the session was opened, or could not be */
@@ -838,6 +839,7 @@ static void drop_state(void) {
   S.nmaps = 0;
   S.ready = false;
   cprof__hmap_free(&S.callees);
+  cprof__hmap_free(&S.stubs);
   S.hdr_copies = NULL;
   S.stale = 0;
   S.session_tried = false;
@@ -851,6 +853,7 @@ static void forget_results(void) {
   S.stale += S.cache.len;
   cprof__hmap_free(&S.cache);
   cprof__hmap_free(&S.callees);
+  cprof__hmap_free(&S.stubs);
 }
 
 /* Moves the mapping of /proc/self/exe to index 0, keeping the rest in
@@ -1771,7 +1774,10 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
 
 /* The GOT slot a PLT stub at addr jumps through (declared here, defined
  * with the call-site code below). */
-static uint64_t plt_slot(uint64_t addr);
+/* The bytes plt_slot reads. */
+#define PLT_STUB_MAX 12
+
+static uint64_t plt_slot(uint64_t addr, bool *read);
 
 /* The symbol a relocation of section rela (SHT_RELA) against the ELF
  * address slot names, or NULL. */
@@ -1825,7 +1831,8 @@ static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
     uint64_t size = sh.sh_entsize ? sh.sh_entsize : 16;
     stub = sh.sh_addr + (off - sh.sh_addr) / size * size;
   }
-  uint64_t slot = stub ? plt_slot(stub + bias) : 0;
+  bool read;
+  uint64_t slot = stub ? plt_slot(stub + bias, &read) : 0;
   if (!slot) return NULL;
   /* .rela.plt (SHF_INFO_LINK: it names the section it patches) first:
    * it is short, .rela.dyn may hold a relocation per pointer. */
@@ -2104,10 +2111,11 @@ static bool is_plt_stub(const cprof__sym_frame *f) {
 
 /* The GOT slot a PLT stub at addr jumps through, or 0 when addr holds no
  * stub: [endbr64] [bnd] jmp *disp32(%rip), the form of .plt, .plt.sec and
- * .plt.got entries. */
-static uint64_t plt_slot(uint64_t addr) {
-  unsigned char c[12];
-  if (!read_mem(addr, c, sizeof c)) return 0;
+ * .plt.got entries. *read says whether the bytes could be read. */
+static uint64_t plt_slot(uint64_t addr, bool *read) {
+  unsigned char c[PLT_STUB_MAX];
+  *read = read_mem(addr, c, sizeof c);
+  if (!*read) return 0;
   size_t at = 0;
   if (c[0] == 0xf3 && c[1] == 0x0f && c[2] == 0x1e && c[3] == 0xfa) at = 4;
   if (c[at] == 0xf2) at++;
@@ -2115,6 +2123,56 @@ static uint64_t plt_slot(uint64_t addr) {
   int32_t disp;
   memcpy(&disp, c + at + 2, sizeof disp);
   return addr + at + 6 + (uint64_t)(int64_t)disp;
+}
+
+static void keep_fact(uintptr_t pc, const cprof__sym_result *r);
+
+/* Whether the instruction ending at pc is call rel32, with *disp its
+ * displacement: as pc's result says (the symbol cache keeps it, so that a
+ * warm exit dump reads no code back), or read now and then kept in the
+ * result, when the bytes read all lie in pc's mapping (they are then the
+ * object's, the same in every process that maps it). */
+static bool call_at(uintptr_t pc, int32_t *disp) {
+  cprof__sym_result *r = (cprof__sym_result *)cprof__sym_lookup(pc);
+  if (r && r->call != CPROF__CODE_UNREAD) {
+    *disp = r->call_disp;
+    return r->call == CPROF__CODE_YES;
+  }
+  unsigned char b[8]; /* b[7] is the byte at pc */
+  if (!read_mem(pc - 7, b, sizeof b)) return false;
+  bool call = b[3] == 0xe8;
+  if (call) memcpy(disp, b + 4, sizeof *disp);
+  if (r && r->mapping >= 0 && pc - 7 >= S.maps[r->mapping].start) {
+    r->call = call ? CPROF__CODE_YES : CPROF__CODE_NO;
+    r->call_disp = call ? *disp : 0;
+    keep_fact(pc, r);
+  }
+  return call;
+}
+
+/* What the PLT stub at addr jumps to now (its GOT slot's value); false
+ * when addr holds no stub. Whether it does is kept in addr's result, as
+ * the call is (most targets checked are functions no symbol names, in a
+ * stripped program: not stubs); where a stub jumps, per stub, as callees
+ * are. */
+static bool stub_target(uint64_t addr, uint64_t *to) {
+  uint64_t val;
+  if (cprof__hmap_get(&S.stubs, addr, &val)) {
+    *to = val;
+    return val != 1;
+  }
+  cprof__sym_result *r = (cprof__sym_result *)cprof__sym_lookup(addr);
+  if (r && r->stub == CPROF__CODE_NO) return false;
+  bool read;
+  uint64_t slot = plt_slot(addr, &read);
+  if (r && read && r->mapping >= 0 &&
+      S.maps[r->mapping].limit - addr >= PLT_STUB_MAX) {
+    r->stub = slot ? CPROF__CODE_YES : CPROF__CODE_NO;
+    keep_fact(addr, r);
+  }
+  bool ok = slot && read_mem(slot, to, sizeof *to) && *to != 1;
+  cprof__hmap_put(&S.stubs, addr, ok ? *to : 1);
+  return ok;
 }
 
 const cprof__sym_callee *cprof__sym_callee_of(uintptr_t pc) {
@@ -2128,17 +2186,15 @@ const cprof__sym_callee *cprof__sym_callee_of(uintptr_t pc) {
   const cprof__sym_frame *f = NULL;
   int decl = 0;
   bool named = false;
-  unsigned char b[8]; /* b[7] is the byte at pc */
-  if (read_mem(pc - 7, b, sizeof b) && b[3] == 0xe8) { /* call rel32 */
-    int32_t disp;
-    memcpy(&disp, b + 4, sizeof disp);
+  int32_t disp;
+  if (call_at(pc, &disp)) {
     c.target = (uint64_t)pc + 1 + (uint64_t)(int64_t)disp;
     f = function_at(c.target, &decl, &named);
     /* A PLT stub has no symbol (but may have an FDE of its own, and is
      * named SYMBOL@plt); its GOT slot holds the function, bound since the
      * call was made. */
-    uint64_t slot = !named || is_plt_stub(f) ? plt_slot(c.target) : 0, to;
-    if (slot && read_mem(slot, &to, sizeof to)) {
+    uint64_t to;
+    if ((!named || is_plt_stub(f)) && stub_target(c.target, &to)) {
       c.stub = c.target;
       c.target = to;
       f = function_at(to, &decl, &named);
@@ -2334,6 +2390,9 @@ static bool cached_result(sym_object *o, uint64_t off, uintptr_t pc,
   return true;
 }
 
+static void add_result(sym_object *o, uint64_t off, uintptr_t pc,
+                       const cprof__sym_result *r);
+
 /* Keeps r, found by libdw, for the next save, with a stamp that says what
  * it came from: what the search for the object's debug information looked
  * at in this session, or, when libdw never searched (its own file holds
@@ -2349,7 +2408,16 @@ static void note_result(sym_object *o, int mapping, uint64_t off,
     recording = NULL;
     o->searched = o->files.len > 0;
   }
-  if (!o->searched || o->bad || o->nadds >= CPROF__SYMCACHE_MAX) return;
+  if (o->searched) add_result(o, off, pc, r);
+}
+
+/* Puts r in o's next save; a result from o's entry (what was read of its
+ * code is new) only when the entry's stamp can be written again. */
+static void add_result(sym_object *o, uint64_t off, uintptr_t pc,
+                       const cprof__sym_result *r) {
+  if ((!o->searched && !o->have_view) || o->bad ||
+      o->nadds >= CPROF__SYMCACHE_MAX)
+    return;
   if (o->nadds == o->adds_cap) {
     size_t cap = o->adds_cap ? 2 * o->adds_cap : 64;
     cprof__symcache_add *a = cprof__realloc(o->adds, cap * sizeof *a);
@@ -2377,11 +2445,20 @@ void cprof__sym_save(void) {
   const char *tag = cache_tag();
   cprof__guard_enter();
   for (sym_object *o = S.objects; tag && o; o = o->next) {
-    if (o->nadds == 0 || !o->searched || o->bad) continue;
+    if (o->nadds == 0 || o->bad || (!o->searched && !o->have_view))
+      continue;
+    /* What this session's search looked at, or, when there was none (only
+     * what was read of the code is new), the stamp of the entry read,
+     * which held. */
     cprof_buf stamp = {0}, out = {0};
-    int err = cprof__symcache_stamp_begin(&stamp, tag);
-    if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
+    int err = 0;
+    if (o->searched) {
+      err = cprof__symcache_stamp_begin(&stamp, tag);
+      if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len))
+        err = CPROF_ENOMEM;
+    } else if (cprof__buf_append(&stamp, o->view.stamp, o->view.stamp_len)) {
       err = CPROF_ENOMEM;
+    }
     if (!err)
       err = cprof__symcache_write(o->have_view ? &o->view : NULL, o->adds,
                                   o->nadds, stamp.data, stamp.len, &out);
@@ -2419,6 +2496,20 @@ static bool loader_mapped(uintptr_t pc) {
   bool in = idx && cprof__cfi_code_range(idx, pc, NULL, NULL);
   cprof__cfi_read_end(idx);
   return in;
+}
+
+/* Puts r, whose code was just read, in the next save of its object's
+ * entry, when pc is an address the symbol cache keeps: a result found by
+ * libdw may have been saved before its code was read (a fork's stacks
+ * named in the background, an earlier profile), and one from the entry
+ * lacked it. */
+static void keep_fact(uintptr_t pc, const cprof__sym_result *r) {
+  if (r->mapping < 0 || !loader_mapped(pc) ||
+      loader_address(r->mapping, pc) != pc)
+    return;
+  sym_object *o = cache_object(r->mapping, cache_tag());
+  const cprof__sym_mapping *m = &S.maps[r->mapping];
+  if (o) add_result(o, pc - m->start + m->offset, pc, r);
 }
 
 const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {

@@ -51,9 +51,17 @@ typedef struct cprof__sym_result {
    * is then named by object and offset. */
   bool has_function;
   int decl_line; /* the real function's declaration line, 0 if unknown */
+  /* Facts of the object's bytes at the address, once read (by
+   * cprof__sym_callee_of) or found in the symbol cache, which keeps them
+   * with the names: each CPROF__CODE_UNREAD, _NO or _YES. */
+  uint8_t call;      /* the instruction ending there is call rel32 (E8) */
+  uint8_t stub;      /* a PLT stub starts there */
+  int32_t call_disp; /* a call's displacement: it calls address + 1 + it */
   /* Innermost (inlined callee) first, the real function last. */
   const cprof__sym_frame *frames;
 } cprof__sym_result;
+
+enum { CPROF__CODE_UNREAD = 0, CPROF__CODE_NO = 1, CPROF__CODE_YES = 2 };
 
 /* What a call instruction calls, for cprof__sym_callee_of(). */
 typedef struct cprof__sym_callee {

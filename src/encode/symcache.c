@@ -7,10 +7,15 @@
  *   stamp    stamp_len bytes, padded to 8
  *   entries  nentries x 24 bytes: u64 offset (nonzero, increasing),
  *            u32 first frame, u16 frames, u8 flags, u8 zero, i32
- *            declaration line, u32 zero
+ *            declaration line, i32 call displacement (flag 16; else 0)
  *   frames   nframes x 24 bytes: u32 name, system name and file (string
  *            offsets), i32 line, i64 function start - pc (INT64_MIN: none)
  *   strings  strings_len bytes of NUL-terminated strings; "" at 0
+ *
+ * Flags: 1 a line, 2 inline levels, 4 a function name, 8 the instruction
+ * ending at the address was read, 16 ... and is call rel32 (E8), whose
+ * displacement is kept (16 only with 8), 32 the code starting at the
+ * address was read, 64 ... and is a PLT stub (64 only with 32).
  *
  * A stamp is records of u8 kind (1 tag, 2 file), u16 length and that many
  * bytes of text; a file record goes on with u8 present and, when present,
@@ -24,9 +29,18 @@
 #include "base/mem.h"
 #include "encode/symcache.h"
 
-static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 1};
+static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 2};
 enum { HDR = 24, ENTRY = 24, FRAME = 24 };
-enum { F_LINE = 1, F_INLINE = 2, F_FUNCTION = 4, F_ALL = 7 };
+enum {
+  F_LINE = 1,
+  F_INLINE = 2,
+  F_FUNCTION = 4,
+  F_CALL_READ = 8,
+  F_CALL = 16,
+  F_STUB_READ = 32,
+  F_STUB = 64,
+  F_ALL = 127
+};
 enum { ST_TAG = 1, ST_FILE = 2 };
 #define NO_START INT64_MIN
 
@@ -36,7 +50,7 @@ typedef struct entry {
   uint16_t nframes;
   uint8_t flags, zero;
   int32_t decl_line;
-  uint32_t zero2;
+  int32_t call_disp;
 } entry;
 
 typedef struct frame {
@@ -47,6 +61,19 @@ typedef struct frame {
 
 _Static_assert(sizeof(entry) == ENTRY, "entry layout");
 _Static_assert(sizeof(frame) == FRAME, "frame layout");
+
+/* A fact of the code (symbolize.h) from an entry's flags, and back. */
+static uint8_t code_fact(uint8_t flags, uint8_t read, uint8_t yes) {
+  return !(flags & read) ? CPROF__CODE_UNREAD
+         : flags & yes   ? CPROF__CODE_YES
+                         : CPROF__CODE_NO;
+}
+
+static int code_flags(uint8_t fact, uint8_t read, uint8_t yes) {
+  return fact == CPROF__CODE_YES ? read | yes
+         : fact == CPROF__CODE_NO ? read
+                                  : 0;
+}
 
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 
@@ -98,7 +125,10 @@ bool cprof__symcache_parse(const void *data, size_t len,
     entry e = entry_at(v, i);
     if (e.off <= last || e.nframes > CPROF__SYM_MAX_FRAMES ||
         e.frame0 > nframes || e.nframes > nframes - e.frame0 ||
-        (e.flags & ~F_ALL) || e.zero || e.zero2)
+        (e.flags & ~F_ALL) || e.zero ||
+        ((e.flags & F_CALL) && !(e.flags & F_CALL_READ)) ||
+        ((e.flags & F_STUB) && !(e.flags & F_STUB_READ)) ||
+        (!(e.flags & F_CALL) && e.call_disp))
       return false;
     last = e.off;
   }
@@ -132,6 +162,9 @@ bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
   r->has_inline = e.flags & F_INLINE;
   r->has_function = e.flags & F_FUNCTION;
   r->decl_line = e.decl_line;
+  r->call = code_fact(e.flags, F_CALL_READ, F_CALL);
+  r->stub = code_fact(e.flags, F_STUB_READ, F_STUB);
+  r->call_disp = e.call_disp;
   for (uint32_t i = 0; i < e.nframes; i++) {
     frame f = frame_at(v, e.frame0 + i);
     frames[i] = (cprof__sym_frame){
@@ -193,8 +226,11 @@ static void put_result(writer *w, uint64_t off, uint64_t pc,
              .nframes = (uint16_t)r->nframes,
              .flags = (uint8_t)((r->has_line ? F_LINE : 0) |
                                 (r->has_inline ? F_INLINE : 0) |
-                                (r->has_function ? F_FUNCTION : 0)),
-             .decl_line = r->decl_line};
+                                (r->has_function ? F_FUNCTION : 0) |
+                                code_flags(r->call, F_CALL_READ, F_CALL) |
+                                code_flags(r->stub, F_STUB_READ, F_STUB)),
+             .decl_line = r->decl_line,
+             .call_disp = r->call == CPROF__CODE_YES ? r->call_disp : 0};
   for (int i = 0; i < r->nframes && !w->err; i++) {
     const cprof__sym_frame *s = &r->frames[i];
     frame f = {.name = put_string(w, s->name),

@@ -12,8 +12,10 @@
 #include <link.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "capture/cfi_index.h"
 #include "encode/symbolize.h"
 #include "testutil.h"
 
@@ -344,6 +346,49 @@ static void test_held_saves(void) {
   CHECK(sym_entries(cache_dir) >= 1);
 }
 
+/* What a call calls is a fact of the program's bytes, kept in the symbol
+ * cache with the call site's names, so that a later process's exit dump
+ * reads no code back for it: the call in caller() is read here and saved;
+ * the test's second process (test_call_found_kept) finds it in the entry
+ * before anything asked about it there, at its own load address. */
+static void test_call_kept(void) {
+  uintptr_t pc = caller();
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  const cprof__sym_callee *c = cprof__sym_callee_of(pc);
+  CHECK(c && c->target == (uintptr_t)&return_address);
+  CHECK(r && r->call == CPROF__CODE_YES &&
+        pc + 1 + (uintptr_t)(intptr_t)r->call_disp ==
+            (uintptr_t)&return_address);
+  /* A function's first address ends no call. */
+  const cprof__sym_result *t = cprof__sym_lookup((uintptr_t)&target_function);
+  CHECK(t && t->call == CPROF__CODE_UNREAD);
+  (void)cprof__sym_callee_of((uintptr_t)&target_function);
+  CHECK(t && t->call == CPROF__CODE_NO);
+  cprof__sym_save();
+  cprof__sym_unlock();
+}
+
+static void test_call_found_kept(void) {
+  uintptr_t pc = caller();
+  /* The unwind tables' index tells the loader's mappings (the ones the
+   * symbol cache keeps), as the library's start builds it. */
+  CHECK_EQ_INT(cprof__cfi_refresh(), 0);
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  const cprof__sym_result *r = cprof__sym_lookup(pc);
+  CHECK(r && r->nframes > 0 && strcmp(r->frames[r->nframes - 1].name,
+                                      "caller") == 0);
+  CHECK(r && r->call == CPROF__CODE_YES);
+  const cprof__sym_callee *c = cprof__sym_callee_of(pc);
+  CHECK(c && c->target == (uintptr_t)&return_address);
+  if (c) CHECK_STREQ(c->frame.name, "return_address");
+  r = cprof__sym_lookup((uintptr_t)&target_function);
+  CHECK(r && r->call == CPROF__CODE_NO);
+  cprof__sym_unlock();
+}
+
 /* The runtime address of the first stub in this binary's PLT section
  * name that jumps through the GOT (entry 1 of .plt, whose entry 0 calls
  * the loader; entry 0 of .plt.sec and .plt.got), read from
@@ -466,6 +511,10 @@ int main(int argc, char **argv) {
     perror("execv");
     return 1;
   }
+  if (getenv("CPROFTEST_SYMCACHE_AGAIN")) {
+    RUN(test_call_found_kept);
+    return TEST_RESULT();
+  }
   RUN(test_own_function);
   RUN(test_call_site);
   RUN(test_inlined);
@@ -478,6 +527,22 @@ int main(int argc, char **argv) {
   RUN(test_dlopen);
   RUN(test_held_saves);
   RUN(test_callee_from_copies);
+  RUN(test_call_kept);
+  /* The second process: the same cache, every fact read from it. */
+  {
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+      /* The library takes its settings out of the environment. */
+      setenv("CPROF_DEBUG_CACHE", cache_dir, 1);
+      setenv("CPROFTEST_SYMCACHE_AGAIN", "1", 1);
+      execv("/proc/self/exe", argv);
+      _exit(127);
+    }
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child &&
+          WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
   char rm[128];
   snprintf(rm, sizeof rm, "rm -rf '%s'", cache_dir);
   if (system(rm) != 0) perror("rm");

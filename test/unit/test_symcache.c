@@ -43,6 +43,12 @@ static void make(made *m, uint64_t off, int salt) {
                              .has_function = off % 5 != 0,
                              .decl_line = (int)(off % 77),
                              .frames = m->f};
+  /* Facts of the code there, each unread, no or yes, in every pairing;
+   * a call's displacement (negative for some) comes from off and salt. */
+  m->r.call = (uint8_t)(off % 3);
+  m->r.stub = (uint8_t)(off / 3 % 3);
+  if (m->r.call == CPROF__CODE_YES)
+    m->r.call_disp = (int32_t)(off * 2654435761u) + salt;
 }
 
 /* Writes offs[0..n) (results of salt) onto old (NULL: a new entry). */
@@ -71,7 +77,9 @@ static bool holds(const cprof__symcache_view *v, uint64_t off, int salt) {
   if (!cprof__symcache_find(v, off, 0x400000 + off, &r, f)) return false;
   if (r.nframes != m.r.nframes || r.has_line != m.r.has_line ||
       r.has_inline != m.r.has_inline ||
-      r.has_function != m.r.has_function || r.decl_line != m.r.decl_line)
+      r.has_function != m.r.has_function || r.decl_line != m.r.decl_line ||
+      r.call != m.r.call || r.stub != m.r.stub ||
+      r.call_disp != m.r.call_disp)
     return false;
   for (int i = 0; i < r.nframes; i++)
     if (strcmp(f[i].name, m.f[i].name) || strcmp(f[i].file, m.f[i].file) ||
@@ -153,8 +161,38 @@ static void test_full_entry(void) {
   free(offs);
 }
 
+/* What an entry says of the code is checked like the rest: a fact
+ * without its read flag, or a displacement without a call, is no entry of
+ * this format. */
+static void test_code_checked(void) {
+  cprof_buf a = {0};
+  cprof__symcache_view v;
+  uint64_t off[1] = {8}; /* 8 % 3: a call; 8 / 3 % 3: a stub */
+  CHECK(write_offs(NULL, off, 1, 0, &a, &v));
+  CHECK(holds(&v, 8, 0));
+  unsigned char *e = (unsigned char *)v.entries;
+  unsigned char flags = e[14];
+  CHECK_EQ_INT(flags & 120, 120);
+  e[14] = (unsigned char)(flags & ~8); /* a call never read */
+  CHECK(!cprof__symcache_parse(a.data, a.len, &v));
+  e[14] = (unsigned char)(flags & ~32); /* a stub never read */
+  CHECK(!cprof__symcache_parse(a.data, a.len, &v));
+  e[14] = (unsigned char)(flags & ~16); /* read, no call, a displacement */
+  CHECK(!cprof__symcache_parse(a.data, a.len, &v));
+  memset(e + 20, 0, 4);
+  e[14] = (unsigned char)(flags & ~(16 | 64));
+  CHECK(cprof__symcache_parse(a.data, a.len, &v));
+  cprof__sym_result r = {0};
+  cprof__sym_frame f[CPROF__SYM_MAX_FRAMES];
+  CHECK(cprof__symcache_find(&v, 8, 0x400008, &r, f));
+  CHECK_EQ_INT(r.call, CPROF__CODE_NO);
+  CHECK_EQ_INT(r.stub, CPROF__CODE_NO);
+  cprof_buf_free(&a);
+}
+
 int main(void) {
   RUN(test_append_rounds);
+  RUN(test_code_checked);
   RUN(test_full_entry);
   return TEST_RESULT();
 }
