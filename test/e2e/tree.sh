@@ -26,6 +26,9 @@
 #     snapshots; the worker killed mid-window is named once on stderr.
 #     The pusher's windows run in the workers beside the endpoint's.
 source "$(dirname "$0")/lib.bash"
+# A request that hangs fails its own step, which the message names, and
+# not the whole test at ctest's timeout.
+curl() { command curl --max-time 60 "$@"; }
 cprof=$CPROFTEST_BUILD/cprof
 plain=$CPROFTEST_BUILD/test/progs/plain_forks
 tree_prepare "$plain"
