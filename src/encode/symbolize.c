@@ -2125,8 +2125,6 @@ static uint64_t plt_slot(uint64_t addr, bool *read) {
   return addr + at + 6 + (uint64_t)(int64_t)disp;
 }
 
-static void keep_fact(uintptr_t pc, const cprof__sym_result *r);
-
 /* Whether the instruction ending at pc is call rel32, with *disp its
  * displacement: as pc's result says (the symbol cache keeps it, so that a
  * warm exit dump reads no code back), or read now and then kept in the
@@ -2145,7 +2143,6 @@ static bool call_at(uintptr_t pc, int32_t *disp) {
   if (r && r->mapping >= 0 && pc - 7 >= S.maps[r->mapping].start) {
     r->call = call ? CPROF__CODE_YES : CPROF__CODE_NO;
     r->call_disp = call ? *disp : 0;
-    keep_fact(pc, r);
   }
   return call;
 }
@@ -2166,10 +2163,8 @@ static bool stub_target(uint64_t addr, uint64_t *to) {
   bool read;
   uint64_t slot = plt_slot(addr, &read);
   if (r && read && r->mapping >= 0 &&
-      S.maps[r->mapping].limit - addr >= PLT_STUB_MAX) {
+      S.maps[r->mapping].limit - addr >= PLT_STUB_MAX)
     r->stub = slot ? CPROF__CODE_YES : CPROF__CODE_NO;
-    keep_fact(addr, r);
-  }
   bool ok = slot && read_mem(slot, to, sizeof *to) && *to != 1;
   cprof__hmap_put(&S.stubs, addr, ok ? *to : 1);
   return ok;
@@ -2390,9 +2385,6 @@ static bool cached_result(sym_object *o, uint64_t off, uintptr_t pc,
   return true;
 }
 
-static void add_result(sym_object *o, uint64_t off, uintptr_t pc,
-                       const cprof__sym_result *r);
-
 /* Keeps r, found by libdw, for the next save, with a stamp that says what
  * it came from: what the search for the object's debug information looked
  * at in this session, or, when libdw never searched (its own file holds
@@ -2408,16 +2400,7 @@ static void note_result(sym_object *o, int mapping, uint64_t off,
     recording = NULL;
     o->searched = o->files.len > 0;
   }
-  if (o->searched) add_result(o, off, pc, r);
-}
-
-/* Puts r in o's next save; a result from o's entry (what was read of its
- * code is new) only when the entry's stamp can be written again. */
-static void add_result(sym_object *o, uint64_t off, uintptr_t pc,
-                       const cprof__sym_result *r) {
-  if ((!o->searched && !o->have_view) || o->bad ||
-      o->nadds >= CPROF__SYMCACHE_MAX)
-    return;
+  if (!o->searched || o->bad || o->nadds >= CPROF__SYMCACHE_MAX) return;
   if (o->nadds == o->adds_cap) {
     size_t cap = o->adds_cap ? 2 * o->adds_cap : 64;
     cprof__symcache_add *a = cprof__realloc(o->adds, cap * sizeof *a);
@@ -2445,20 +2428,11 @@ void cprof__sym_save(void) {
   const char *tag = cache_tag();
   cprof__guard_enter();
   for (sym_object *o = S.objects; tag && o; o = o->next) {
-    if (o->nadds == 0 || o->bad || (!o->searched && !o->have_view))
-      continue;
-    /* What this session's search looked at, or, when there was none (only
-     * what was read of the code is new), the stamp of the entry read,
-     * which held. */
+    if (o->nadds == 0 || !o->searched || o->bad) continue;
     cprof_buf stamp = {0}, out = {0};
-    int err = 0;
-    if (o->searched) {
-      err = cprof__symcache_stamp_begin(&stamp, tag);
-      if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len))
-        err = CPROF_ENOMEM;
-    } else if (cprof__buf_append(&stamp, o->view.stamp, o->view.stamp_len)) {
+    int err = cprof__symcache_stamp_begin(&stamp, tag);
+    if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
       err = CPROF_ENOMEM;
-    }
     if (!err)
       err = cprof__symcache_write(o->have_view ? &o->view : NULL, o->adds,
                                   o->nadds, stamp.data, stamp.len, &out);
@@ -2496,20 +2470,6 @@ static bool loader_mapped(uintptr_t pc) {
   bool in = idx && cprof__cfi_code_range(idx, pc, NULL, NULL);
   cprof__cfi_read_end(idx);
   return in;
-}
-
-/* Puts r, whose code was just read, in the next save of its object's
- * entry, when pc is an address the symbol cache keeps: a result found by
- * libdw may have been saved before its code was read (a fork's stacks
- * named in the background, an earlier profile), and one from the entry
- * lacked it. */
-static void keep_fact(uintptr_t pc, const cprof__sym_result *r) {
-  if (r->mapping < 0 || !loader_mapped(pc) ||
-      loader_address(r->mapping, pc) != pc)
-    return;
-  sym_object *o = cache_object(r->mapping, cache_tag());
-  const cprof__sym_mapping *m = &S.maps[r->mapping];
-  if (o) add_result(o, pc - m->start + m->offset, pc, r);
 }
 
 const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {

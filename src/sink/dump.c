@@ -95,6 +95,7 @@
 #include "base/hmap.h"
 #include "capture/stacktab.h"
 #include "encode/symbolize.h"
+#include "encode/writer.h"
 #include "capture/stack.h"
 #include "sink/profilez.h"
 #include "profile/registry.h"
@@ -712,6 +713,10 @@ static void warm_symbols(void) {
       if (pcs[j] == 0 || cprof__hmap_get(&seen, pcs[j], &v)) continue;
       if (cprof__hmap_put(&seen, pcs[j], 1) != 0) break;
       cprof__sym_lookup(pcs[j]);
+      /* What its call calls, as a dump asks: the code read goes into the
+       * symbol cache with the names, which a result saved without it
+       * never gets. The first frame may be a call too (a heap stack's). */
+      (void)cprof__tail_callee(pcs, j, true);
     }
     cprof__sym_save();
     cprof__sym_unlock();

@@ -346,32 +346,41 @@ static void test_held_saves(void) {
   CHECK(sym_entries(cache_dir) >= 1);
 }
 
+/* A call no other test asks about, so that its first lookup is here. */
+__attribute__((noinline)) static uintptr_t kept_caller(void) {
+  uintptr_t ra = return_address();
+  sink += ra;
+  return ra - 1;
+}
+
 /* What a call calls is a fact of the program's bytes, kept in the symbol
  * cache with the call site's names, so that a later process's exit dump
- * reads no code back for it: the call in caller() is read here and saved;
- * the test's second process (test_call_found_kept) finds it in the entry
- * before anything asked about it there, at its own load address. */
+ * reads no code back for it: the call in kept_caller() is read here, after
+ * its names and before the save; the test's second process
+ * (test_call_found_kept) finds it in the entry before anything asked
+ * about it there, at its own load address. */
 static void test_call_kept(void) {
-  uintptr_t pc = caller();
+  uintptr_t pc = kept_caller();
   cprof__sym_lock();
   CHECK_EQ_INT(cprof__sym_refresh(), 0);
   const cprof__sym_result *r = cprof__sym_lookup(pc);
+  CHECK(r && r->call == CPROF__CODE_UNREAD);
   const cprof__sym_callee *c = cprof__sym_callee_of(pc);
   CHECK(c && c->target == (uintptr_t)&return_address);
   CHECK(r && r->call == CPROF__CODE_YES &&
         pc + 1 + (uintptr_t)(intptr_t)r->call_disp ==
             (uintptr_t)&return_address);
   /* A function's first address ends no call. */
-  const cprof__sym_result *t = cprof__sym_lookup((uintptr_t)&target_function);
+  const cprof__sym_result *t = cprof__sym_lookup((uintptr_t)&kept_caller);
   CHECK(t && t->call == CPROF__CODE_UNREAD);
-  (void)cprof__sym_callee_of((uintptr_t)&target_function);
+  (void)cprof__sym_callee_of((uintptr_t)&kept_caller);
   CHECK(t && t->call == CPROF__CODE_NO);
   cprof__sym_save();
   cprof__sym_unlock();
 }
 
 static void test_call_found_kept(void) {
-  uintptr_t pc = caller();
+  uintptr_t pc = kept_caller();
   /* The unwind tables' index tells the loader's mappings (the ones the
    * symbol cache keeps), as the library's start builds it. */
   CHECK_EQ_INT(cprof__cfi_refresh(), 0);
@@ -379,12 +388,12 @@ static void test_call_found_kept(void) {
   CHECK_EQ_INT(cprof__sym_refresh(), 0);
   const cprof__sym_result *r = cprof__sym_lookup(pc);
   CHECK(r && r->nframes > 0 && strcmp(r->frames[r->nframes - 1].name,
-                                      "caller") == 0);
+                                      "kept_caller") == 0);
   CHECK(r && r->call == CPROF__CODE_YES);
   const cprof__sym_callee *c = cprof__sym_callee_of(pc);
   CHECK(c && c->target == (uintptr_t)&return_address);
   if (c) CHECK_STREQ(c->frame.name, "return_address");
-  r = cprof__sym_lookup((uintptr_t)&target_function);
+  r = cprof__sym_lookup((uintptr_t)&kept_caller);
   CHECK(r && r->call == CPROF__CODE_NO);
   cprof__sym_unlock();
 }
