@@ -269,18 +269,39 @@ static void writer_free(writer *w) {
   cprof__hmap_free(&w->strs);
 }
 
-/* Adds every string of old's table to w's index, so that the new results
- * share them (old's table is w's first part). */
-static void index_strings(writer *w, const cprof__symcache_view *old) {
+/* Adds to w's index the strings of old's table (w's first part) that
+ * add[0..n)'s results have, so that those share them. Only those: a
+ * compiler's entry has thousands of strings, and an index of them all,
+ * built at each save for the few hundred new results, was most of its
+ * cost. */
+static void index_strings(writer *w, const cprof__symcache_view *old,
+                          const cprof__symcache_add *add, size_t n) {
+  cprof__hmap want = {0}; /* content hashes of add's strings */
+  for (size_t i = 0; i < n && !w->err; i++) {
+    const cprof__sym_result *r = add[i].r;
+    for (int j = 0; j < r->nframes && j < CPROF__SYM_MAX_FRAMES; j++) {
+      const cprof__sym_frame *f = &r->frames[j];
+      const char *str[3] = {f->name, f->system_name, f->file ? f->file : ""};
+      for (int k = 0; k < 3; k++) {
+        size_t len = strlen(str[k]);
+        if (len && cprof__hmap_put(&want, cprof__hash_bytes(CPROF__HASH_SEED,
+                                                            str[k], len),
+                                   1) != 0)
+          w->err = CPROF_ENOMEM;
+      }
+    }
+  }
   for (uint32_t at = 1; at < old->strings_len && !w->err;) {
     const char *s = old->strings + at;
-    size_t n = strlen(s); /* the table ends with a NUL (parse) */
-    uint64_t key = cprof__hash_bytes(CPROF__HASH_SEED, s, n), val;
-    if (n && !cprof__hmap_get(&w->strs, key, &val) &&
+    size_t len = strlen(s); /* the table ends with a NUL (parse) */
+    uint64_t key = cprof__hash_bytes(CPROF__HASH_SEED, s, len), val;
+    if (len && cprof__hmap_get(&want, key, &val) &&
+        !cprof__hmap_get(&w->strs, key, &val) &&
         cprof__hmap_put(&w->strs, key, (uint64_t)at + 1) != 0)
       w->err = CPROF_ENOMEM;
-    at += (uint32_t)n + 1;
+    at += (uint32_t)len + 1;
   }
+  cprof__hmap_free(&want);
 }
 
 static int put_header(cprof_buf *out, uint32_t nentries, uint32_t nframes,
@@ -336,7 +357,7 @@ static int write_appended(const cprof__symcache_view *old,
       cprof__buf_append(&w.frames, old->frames,
                         (size_t)old->nframes * FRAME) != 0)
     w.err = CPROF_ENOMEM;
-  index_strings(&w, old);
+  index_strings(&w, old, add, n);
   for (size_t i = 0; i < n && !w.err; i++)
     put_result(&w, add[i].off, add[i].pc, add[i].r);
   int err = w.err;
