@@ -1772,11 +1772,11 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
   return found;
 }
 
-/* The GOT slot a PLT stub at addr jumps through (declared here, defined
- * with the call-site code below). */
 /* The bytes plt_slot reads. */
 #define PLT_STUB_MAX 12
 
+/* The GOT slot a PLT stub at addr jumps through (declared here, defined
+ * with the call-site code below). */
 static uint64_t plt_slot(uint64_t addr, bool *read);
 
 /* The symbol a relocation of section rela (SHT_RELA) against the ELF
