@@ -30,6 +30,10 @@ run() {
   shift 2
   rm -f "$TMP/$name.in"
   mkfifo "$TMP/$name.in"
+  # There before the background job opens them: a look at the error file
+  # before then failed (set -e) the whole test without a word.
+  : >"$TMP/$name.out"
+  : >"$TMP/$name.err"
   env "$@" "$prog" <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err" &
   local pid=$!
   track "$pid"
