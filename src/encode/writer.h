@@ -96,6 +96,12 @@ CPROF__HIDDEN int cprof__text_flush(cprof_buf *out, int err,
  * goroutine's function. Symbolizer lock held. */
 CPROF__HIDDEN size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs);
 
+/* For the calling thread's writes from now on: whether a function left by
+ * a tail call is left out when it is one of cprof's interposers (the
+ * goroutine profile shows a thread waiting in libc's pthread_mutex_lock
+ * under the application's caller, not under cprof's wrapper). */
+CPROF__HIDDEN void cprof__tail_hide_interposers(bool hide);
+
 /* The function frame i of a stack (pcs as captured, innermost first)
  * called and which was left by a tail call: the call instruction of frame
  * i is a direct call to it, and frame i - 1 is not inside it. For the first
@@ -103,11 +109,6 @@ CPROF__HIDDEN size_t cprof__visible_depth(const uintptr_t *pcs, size_t npcs);
  * inside is the interposer: the call is a tail call's when it calls none
  * of cprof's interposers. NULL when there is no such function, always for
  * the first frame of other stacks. Symbolizer lock held. */
-/* For the calling thread's writes from now on: whether a function left by
- * a tail call is left out when it is one of cprof's interposers (the
- * goroutine profile shows a thread waiting in libc's pthread_mutex_lock
- * under the application's caller, not under cprof's wrapper). */
-CPROF__HIDDEN void cprof__tail_hide_interposers(bool hide);
 CPROF__HIDDEN const cprof__sym_frame *cprof__tail_callee(const uintptr_t *pcs,
                                                          size_t i,
                                                          bool first_is_call);
