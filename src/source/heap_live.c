@@ -138,8 +138,11 @@ typedef struct live_node live_node;
  * path. So their addresses also go to CPROF__HEAP_UNALIGNED_SLOTS slots
  * in one cache line (cprof__heap_unaligned), which that path compares
  * the pointer with: a pointer none holds goes straight to the allocator,
- * without the filter's load, which misses the cache. A block that finds
- * every slot taken is counted as spilled instead, and while any is, the
+ * without the filter's load, which misses the cache. Before the slots,
+ * that path reads the count of slotted addresses of the pointer's hash,
+ * one of 32 in another line: that one load rules most pointers out (the
+ * compare with all seven slots was a compiler's largest cost in free()).
+ * A block that finds every slot taken is counted as spilled instead, and while any is, the
  * slow path reads the filter as before (at rates below
  * CPROF__HEAP_ALIGN_MIN_RATE, where every sampled block is off a page
  * boundary). A slot is written before its block is handed out and
@@ -359,16 +362,21 @@ NO_SAN static void filter_add(const void *p, int delta) {
   }
 }
 
-/* Puts p, a block off a page boundary, in a free slot, or counts it as
- * spilled. */
+/* Puts p, a block off a page boundary, in a free slot and counts it under
+ * its hash, or counts it as spilled. Both happen before p is handed out,
+ * so its free finds them. */
 NO_SAN static void unaligned_add(const void *p) {
   for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS; i++) {
     uintptr_t zero = 0;
     if (LOAD(cprof__heap_unaligned.at[i]) == 0 &&
         atomic_compare_exchange_strong_explicit(
             &cprof__heap_unaligned.at[i], &zero, (uintptr_t)p,
-            memory_order_relaxed, memory_order_relaxed))
+            memory_order_relaxed, memory_order_relaxed)) {
+      atomic_fetch_add_explicit(
+          &cprof__heap_unaligned.held[cprof__heap_unaligned_hash(p)], 1,
+          memory_order_relaxed);
       return;
+    }
   }
   atomic_fetch_add_explicit(&cprof__heap_unaligned.spilled, 1,
                             memory_order_relaxed);
@@ -382,8 +390,12 @@ NO_SAN static void unaligned_remove(const void *p) {
     if (LOAD(cprof__heap_unaligned.at[i]) == want &&
         atomic_compare_exchange_strong_explicit(
             &cprof__heap_unaligned.at[i], &want, 0, memory_order_relaxed,
-            memory_order_relaxed))
+            memory_order_relaxed)) {
+      atomic_fetch_sub_explicit(
+          &cprof__heap_unaligned.held[cprof__heap_unaligned_hash(p)], 1,
+          memory_order_relaxed);
       return;
+    }
   }
   atomic_fetch_sub_explicit(&cprof__heap_unaligned.spilled, 1,
                             memory_order_relaxed);

@@ -100,15 +100,30 @@ CPROF__HEAP_NO_SAN static inline bool cprof__heap_in_region(const void *p) {
 
 /* The addresses of the sampled blocks not on a page boundary while they
  * are few (see "Blocks off a page boundary" in heap_live.c): each slot
- * holds one or 0, and spilled counts those that found no free slot. One
- * cache line, written only when such a block is tracked or forgotten. */
+ * holds one or 0, and spilled counts those that found no free slot. The
+ * first line holds spilled and, for each of CPROF__HEAP_UNALIGNED_HASHES
+ * hashes of an address, how many slots hold an address of that hash: a
+ * free() reads that line, and the slots' line only when the pointer's
+ * count is not 0. Both are written only when such a block is tracked or
+ * forgotten. */
 #define CPROF__HEAP_UNALIGNED_SLOTS 7
+#define CPROF__HEAP_UNALIGNED_HASHES 32
 struct cprof__heap_unaligned {
-  _Atomic uintptr_t at[CPROF__HEAP_UNALIGNED_SLOTS];
   _Atomic uint64_t spilled;
+  _Atomic uint8_t held[CPROF__HEAP_UNALIGNED_HASHES];
+  _Alignas(64) _Atomic uintptr_t at[CPROF__HEAP_UNALIGNED_SLOTS];
 };
 CPROF__HIDDEN extern _Alignas(64) struct cprof__heap_unaligned
     cprof__heap_unaligned;
+
+/* The hash of an address off a page boundary: bits of its offset in the
+ * page and of its page, so that blocks at one offset in their pages (the
+ * allocator's mapped blocks) spread too. */
+static inline unsigned cprof__heap_unaligned_hash(const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  return (unsigned)((a >> 4) ^ (a >> 12)) &
+         (CPROF__HEAP_UNALIGNED_HASHES - 1);
+}
 
 /* Whether p, a pointer off a page boundary, may be a sampled block's:
  * a slot holds it, or some such block found no slot. */
@@ -117,6 +132,10 @@ CPROF__HEAP_NO_SAN static inline bool cprof__heap_unaligned_may_be(
   if (atomic_load_explicit(&cprof__heap_unaligned.spilled,
                            memory_order_relaxed) != 0)
     return true;
+  if (atomic_load_explicit(
+          &cprof__heap_unaligned.held[cprof__heap_unaligned_hash(p)],
+          memory_order_relaxed) == 0)
+    return false;
   for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS; i++)
     if (atomic_load_explicit(&cprof__heap_unaligned.at[i],
                              memory_order_relaxed) == (uintptr_t)p)

@@ -482,7 +482,17 @@ static void test_unaligned_slots(void) {
       CHECK(!cprof__heap_free_checks(other));
     }
     for (int i = 0; i < 2; i++)
-      if ((uintptr_t)few[i] & 4095) CHECK(cprof__heap_free_checks(few[i]));
+      if ((uintptr_t)few[i] & 4095) {
+        CHECK(cprof__heap_free_checks(few[i]));
+        unsigned h = cprof__heap_unaligned_hash(few[i]);
+        CHECK(atomic_load(&cprof__heap_unaligned.held[h]) >= 1);
+        /* An address of the same hash that no slot holds (only its
+         * value is used) is not taken for one. */
+        uintptr_t near = (uintptr_t)few[i] ^ 0x200;
+        CHECK_EQ_INT(cprof__heap_unaligned_hash((void *)near), h);
+        if (near != (uintptr_t)few[1 - i])
+          CHECK(!cprof__heap_unaligned_may_be((void *)near));
+      }
     free(other);
     free(few[1]);
     free(few[0]);
@@ -490,6 +500,8 @@ static void test_unaligned_slots(void) {
   }
   for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS && unaligned == 0; i++)
     CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.at[i]), 0);
+  for (int i = 0; i < CPROF__HEAP_UNALIGNED_HASHES && unaligned == 0; i++)
+    CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.held[i]), 0);
   cprof_heap_set_rate(prev);
 }
 
