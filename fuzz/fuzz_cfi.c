@@ -10,8 +10,10 @@
  * exactly on success, rows that strictly increase and are bounded by the
  * input's size, neighbours with different rules, a NONE row last, rules of
  * a known kind with every field the kind does not use zero, and a lookup
- * anywhere in a row's range finding that row's rule. A table built is
- * saved as an unwind-cache entry and loaded back, row for row the same;
+ * anywhere in a row's range (at its page starts too, where the page
+ * index bounds the search) finding that row's rule. A table built is
+ * saved as an unwind-cache entry and loaded back, row for row the same,
+ * and a lookup at each row's page start finds the same rule in both;
  * and the input itself is loaded as an entry (any bytes may be one on
  * disk), from memory and from a file (mapped, as the cache's are): the
  * rules of a table loaded keep the same promises, its last row has none,
@@ -77,6 +79,11 @@ static void check_table(const cprof__cfi_table *t, bool merged) {
       if (merged && memcmp(&r, &prev, sizeof r) == 0) abort();
       check_find(t, pc - 1, &prev);
       check_find(t, prev_pc + (pc - prev_pc) / 2, &prev);
+      /* The first and the last page start inside the row's range (the
+       * page index's bounds). */
+      uint32_t first = (prev_pc | 4095u) + 1, last = (pc - 1) & ~4095u;
+      if (first > prev_pc && first < pc) check_find(t, first, &prev);
+      if (last > prev_pc) check_find(t, last, &prev);
     }
     check_find(t, pc, &r);
     prev = r;
@@ -179,6 +186,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           abort();
         if (reread && (!cprof__cfi_table_row(reread, i, &b, &rb) ||
                        a != b || memcmp(&ra, &rb, sizeof ra) != 0))
+          abort();
+        /* Its page index too: a lookup finds what the built one does. */
+        cprof__cfi_rule fa, fb;
+        uint32_t at = (a | 4095u) - 4095u;
+        if (cprof__cfi_table_find(t, at, &fa) !=
+                cprof__cfi_table_find(back, at, &fb) ||
+            memcmp(&fa, &fb, sizeof fa) != 0)
           abort();
       }
       cprof__cfi_table_free(back);

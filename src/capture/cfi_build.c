@@ -1039,23 +1039,58 @@ void cprof__cfi_builder_free(builder *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* The page index rows pcs (sorted) get (cprof__cfi_table): its number of
+ * pages, 0 when the rows are too sparse for an index (more pages than
+ * twice the rows), and the first page's number. */
+static uint32_t page_count(const uint32_t *pcs, size_t nrows,
+                           uint32_t *base) {
+  *base = 0;
+  if (nrows < 2) return 0;
+  uint32_t first = pcs[0] >> CPROF__CFI_PAGE_SHIFT;
+  uint64_t span = (uint64_t)(pcs[nrows - 1] >> CPROF__CFI_PAGE_SHIFT) -
+                  first + 1;
+  if (pcs[nrows - 1] < pcs[0] || span > 2 * (uint64_t)nrows + 16) return 0;
+  *base = first;
+  return (uint32_t)span;
+}
+
+/* Fills page[0..npages] for rows pcs (sorted). */
+static void page_fill(const uint32_t *pcs, size_t nrows, uint32_t base,
+                      uint32_t npages, uint32_t *page) {
+  size_t i = 0;
+  for (uint32_t j = 0; j <= npages; j++) {
+    uint64_t start = (uint64_t)(base + j) << CPROF__CFI_PAGE_SHIFT;
+    while (i + 1 < nrows && pcs[i + 1] <= start) i++;
+    page[j] = (uint32_t)i;
+  }
+}
+
 /* A table in one allocation, from its rules and rows. */
 static int table_make(const cprof__cfi_rule *rules_in, size_t nrules,
                       const uint32_t *pcs_in, const uint16_t *ridx_in,
                       size_t nrows, size_t eh_bytes, size_t fdes,
                       size_t fdes_bad, cprof__cfi_table **out) {
+  uint32_t base;
+  uint32_t npages = page_count(pcs_in, nrows, &base);
+  size_t npage = npages ? (size_t)npages + 1 : 0;
   size_t bytes = sizeof(cprof__cfi_table) + nrules * sizeof *rules_in +
+                 npage * sizeof(uint32_t) +
                  nrows * (sizeof *pcs_in + sizeof *ridx_in);
   cprof__cfi_table *t = cprof__malloc(bytes);
   if (!t) return CPROF_ENOMEM;
   cprof__cfi_rule *rules = (cprof__cfi_rule *)(t + 1);
-  uint32_t *pcs = (uint32_t *)(rules + nrules);
+  uint32_t *page = (uint32_t *)(rules + nrules);
+  uint32_t *pcs = page + npage;
   uint16_t *ridx = (uint16_t *)(pcs + nrows);
   memcpy(rules, rules_in, nrules * sizeof *rules);
   if (nrows) {
     memcpy(pcs, pcs_in, nrows * sizeof *pcs);
     memcpy(ridx, ridx_in, nrows * sizeof *ridx);
   }
+  if (npages) page_fill(pcs, nrows, base, npages, page);
+  t->page = npages ? page : NULL;
+  t->npages = npages;
+  t->page_base = base;
   t->nrows = (uint32_t)nrows;
   t->nrules = (uint32_t)nrules;
   t->bytes = bytes;
@@ -1146,17 +1181,23 @@ bool cprof__cfi_table_row(const cprof__cfi_table *t, size_t i, uint32_t *pc,
 
 /*
  * Tables as cache entries: a header (magic, the .eh_frame_hdr vaddr, the
- * figures, the counts and the tag's length), the tag padded to 4 bytes,
- * then the rules, the rows' pcs and their rule indexes, as a table holds
- * them.
+ * figures, the counts, the tag's length and the page index's extent), the
+ * tag padded to 4 bytes, then the rules, the page index, the rows' pcs
+ * and their rule indexes, as a table holds them.
  */
-static const unsigned char TABLE_MAGIC[8] = {'C', 'P', 'C', 'F', 'I', 0, 0, 1};
+static const unsigned char TABLE_MAGIC[8] = {'C', 'P', 'C', 'F', 'I', 0, 0, 2};
 
 typedef struct table_header {
   unsigned char magic[8];
   uint64_t hdr, eh_bytes, fdes, fdes_bad;
   uint32_t nrows, nrules, tag_len, zero;
+  uint32_t npages, page_base;
 } table_header;
+
+/* The page index's entries in a table of h. */
+static size_t page_entries(const table_header *h) {
+  return h->npages ? (size_t)h->npages + 1 : 0;
+}
 
 int cprof__cfi_table_save(const cprof__cfi_table *t, uint64_t hdr,
                           const char *tag, cprof_buf *out) {
@@ -1168,7 +1209,9 @@ int cprof__cfi_table_save(const cprof__cfi_table *t, uint64_t hdr,
                     .fdes_bad = t->fdes_bad,
                     .nrows = t->nrows,
                     .nrules = t->nrules,
-                    .tag_len = (uint32_t)tag_len};
+                    .tag_len = (uint32_t)tag_len,
+                    .npages = t->npages,
+                    .page_base = t->page_base};
   memcpy(h.magic, TABLE_MAGIC, sizeof h.magic);
   static const unsigned char zeros[4];
   out->len = 0;
@@ -1176,6 +1219,9 @@ int cprof__cfi_table_save(const cprof__cfi_table *t, uint64_t hdr,
       cprof__buf_append(out, tag, tag_len) != 0 ||
       cprof__buf_append(out, zeros, (4 - tag_len % 4) % 4) != 0 ||
       cprof__buf_append(out, t->rules, t->nrules * sizeof *t->rules) != 0 ||
+      (t->npages && cprof__buf_append(out, t->page,
+                                      page_entries(&h) * sizeof *t->page) !=
+                        0) ||
       cprof__buf_append(out, t->pc, t->nrows * sizeof *t->pc) != 0 ||
       cprof__buf_append(out, t->rule, t->nrows * sizeof *t->rule) != 0)
     return CPROF_ENOMEM;
@@ -1213,11 +1259,13 @@ static bool header_ok(const table_header *h, const unsigned char *tag_bytes,
   if (memcmp(h->magic, TABLE_MAGIC, sizeof h->magic) != 0 || h->hdr != hdr ||
       h->tag_len != tag_len || h->zero || h->nrows == 0 || h->nrules == 0 ||
       h->nrules > (uint32_t)UINT16_MAX + 1 || h->nrows > (uint32_t)INT32_MAX ||
-      h->eh_bytes > SIZE_MAX || h->fdes > SIZE_MAX || h->fdes_bad > SIZE_MAX)
+      h->eh_bytes > SIZE_MAX || h->fdes > SIZE_MAX || h->fdes_bad > SIZE_MAX ||
+      (uint64_t)h->npages > 2 * (uint64_t)h->nrows + 16)
     return false;
   *at = sizeof *h + tag_len + (4 - tag_len % 4) % 4;
-  /* Each count is below 2^31, so the sum cannot overflow. */
+  /* Each count is below 2^33, so the sum cannot overflow. */
   size_t need = *at + (size_t)h->nrules * sizeof(cprof__cfi_rule) +
+                page_entries(h) * sizeof(uint32_t) +
                 (size_t)h->nrows * (sizeof(uint32_t) + sizeof(uint16_t));
   return need == len && (!tag_bytes || memcmp(tag_bytes, tag, tag_len) == 0);
 }
@@ -1230,7 +1278,8 @@ static bool header_ok(const table_header *h, const unsigned char *tag_bytes,
 static bool body_ok(cprof__cfi_table *t, const void *arrays,
                     const table_header *h, size_t bytes) {
   const cprof__cfi_rule *r = arrays;
-  const uint32_t *pc = (const uint32_t *)(r + h->nrules);
+  const uint32_t *page = (const uint32_t *)(r + h->nrules);
+  const uint32_t *pc = page + page_entries(h);
   const uint16_t *ri = (const uint16_t *)(pc + h->nrows);
   bool ok = true;
   for (uint32_t i = 0; ok && i < h->nrules; i++) ok = rule_ok(&r[i]);
@@ -1248,12 +1297,17 @@ static bool body_ok(cprof__cfi_table *t, const void *arrays,
   t->pc = pc;
   t->rule = ri;
   t->rules = r;
+  /* The page index's entries are checked as a lookup uses them too. */
+  t->page = h->npages ? page : NULL;
+  t->npages = h->npages;
+  t->page_base = h->page_base;
   return ok;
 }
 
 static size_t table_bytes(const table_header *h) {
   return sizeof(cprof__cfi_table) +
          (size_t)h->nrules * sizeof(cprof__cfi_rule) +
+         page_entries(h) * sizeof(uint32_t) +
          (size_t)h->nrows * (sizeof(uint32_t) + sizeof(uint16_t));
 }
 

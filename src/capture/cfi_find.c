@@ -33,10 +33,12 @@
 #define PAGE ((uintptr_t)4096)
 
 /* Signal-safe: a branch-light binary search for the last row at or below
- * off. A table read from the cache has its rows checked here, as they are
- * used, not when it is read (which would touch every page of it): a row
- * whose rule index is out of range has no rule, and rows out of order
- * make the search find a wrong row, never read outside the table. */
+ * off, among the rows of off's page when the table has a page index. A
+ * table read from the cache has its rows and its index checked here, as
+ * they are used, not when it is read (which would touch every page of
+ * it): a row whose rule index is out of range has no rule, an index
+ * entry out of range is not used, and rows or entries out of order make
+ * the search find a wrong row, never read outside the table. */
 CPROF__SIGNAL_SAFE bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr_t off,
                            cprof__cfi_rule *out) {
   memset(out, 0, sizeof *out);
@@ -45,6 +47,14 @@ CPROF__SIGNAL_SAFE bool cprof__cfi_table_find(const cprof__cfi_table *t, uintptr
   uint32_t x = (uint32_t)off;
   if (x < pc[0]) return false;
   size_t lo = 0, n = t->nrows;
+  uint32_t j = (x >> CPROF__CFI_PAGE_SHIFT) - t->page_base;
+  if (t->page && j < t->npages) {
+    uint32_t a = t->page[j], b = t->page[j + 1];
+    if (a <= b && b < t->nrows) {
+      lo = a;
+      n = (size_t)(b - a) + 1;
+    }
+  }
   while (n > 1) {
     size_t half = n / 2;
     if (pc[lo + half] <= x) lo += half;

@@ -881,6 +881,7 @@ int cprof__cfi_objects(int (*fn)(const cprof__cfi_object_info *, void *),
         .table_bytes = t ? t->bytes : 0,
         .eh_frame_bytes = t ? t->eh_bytes : 0,
         .build_ns = o->build_ns,
+        .table = t,
     };
     rc = fn(&info, ctx);
   }

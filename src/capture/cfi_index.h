@@ -66,6 +66,8 @@ typedef struct cprof__cfi_object_info {
   size_t table_bytes;
   size_t eh_frame_bytes;
   int64_t build_ns;
+  const cprof__cfi_table *table; /* NULL when it has none; valid only
+                                  * during the callback */
 } cprof__cfi_object_info;
 
 /*

@@ -66,7 +66,7 @@ p = sys.argv[1]
 b = bytearray(open(p, "rb").read())
 assert b[:5] == b"CPCFI", "not an entry"
 nrows, nrules, tag_len, _ = struct.unpack_from("<4I", b, 40)
-at = 56 + tag_len + (4 - tag_len % 4) % 4
+at = 64 + tag_len + (4 - tag_len % 4) % 4
 for i in range(nrules):
     kind = b[at + 12 * i]
     if kind in (1, 2, 3):

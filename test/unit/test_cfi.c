@@ -814,6 +814,86 @@ static void test_oracle(void) {
   }
 }
 
+/* The row of off in t by bisection over its rows alone, without the page
+ * index: the last row at or below off, or -1. */
+static long row_of(const cprof__cfi_table *t, uint32_t off) {
+  size_t lo = 0, hi = cprof__cfi_table_rows(t);
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    uint32_t pc;
+    cprof__cfi_rule r;
+    cprof__cfi_table_row(t, mid, &pc, &r);
+    if (pc <= off)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (long)lo - 1;
+}
+
+/* off's rule by the lookup (through the page index) is the one of its
+ * row; counts the offsets checked and those that differ. */
+static void check_page_lookup(const cprof__cfi_table *t, uint32_t off,
+                              size_t *checked, size_t *wrong) {
+  cprof__cfi_rule got, want;
+  memset(&want, 0, sizeof want);
+  long i = row_of(t, off);
+  uint32_t pc;
+  if (i >= 0) cprof__cfi_table_row(t, (size_t)i, &pc, &want);
+  bool found = cprof__cfi_table_find(t, off, &got);
+  (*checked)++;
+  if (!same_rule(&got, &want) || found != (want.kind != CPROF__CFI_NONE))
+    (*wrong)++;
+}
+
+typedef struct {
+  size_t tables, indexed, checked, wrong;
+  bool libc_indexed;
+} page_check;
+
+static int page_index_cb(const cprof__cfi_object_info *info, void *arg) {
+  page_check *c = arg;
+  const cprof__cfi_table *t = info->table;
+  size_t n = cprof__cfi_table_rows(t);
+  if (!t || n < 2) return 0;
+  c->tables++;
+  if (t->npages) c->indexed++;
+  if (t->npages && strstr(info->name, "libc.so.6")) c->libc_indexed = true;
+  uint32_t pc;
+  cprof__cfi_rule r;
+  uint32_t last = 0;
+  for (size_t i = 0; i < n; i++) {
+    cprof__cfi_table_row(t, i, &pc, &r);
+    check_page_lookup(t, pc, &c->checked, &c->wrong);
+    if (pc) check_page_lookup(t, pc - 1, &c->checked, &c->wrong);
+    /* Page starts between this row and the one before it, and the
+     * offsets next to them. */
+    for (uint32_t p = (last | 4095u) + 1; i > 0 && p > last && p < pc;
+         p += 4096) {
+      check_page_lookup(t, p, &c->checked, &c->wrong);
+      check_page_lookup(t, p - 1, &c->checked, &c->wrong);
+    }
+    last = pc;
+  }
+  check_page_lookup(t, last + 4096, &c->checked, &c->wrong);
+  return 0;
+}
+
+/* Every loaded object's table, looked up through its page index at each
+ * row, the offset before it and each page start, finds what a bisection
+ * over its rows finds; libc's has an index. */
+static void test_page_index(void) {
+  CHECK_EQ_INT(cprof__cfi_refresh(), 0);
+  page_check c = {0};
+  cprof__cfi_objects(page_index_cb, &c);
+  fprintf(stderr, "  %zu tables, %zu with a page index, %zu lookups\n",
+          c.tables, c.indexed, c.checked);
+  CHECK(c.tables >= 2);
+  CHECK(c.libc_indexed);
+  CHECK(c.checked > 10000);
+  CHECK_EQ_INT(c.wrong, 0);
+}
+
 /*
  * (c) Functions whose rules are known.
  */
@@ -1427,6 +1507,7 @@ int main(void) {
 #if defined(__x86_64__)
   RUN(test_refresh);
   RUN(test_oracle);
+  RUN(test_page_index);
   RUN(test_known);
   RUN(test_unwind);
   RUN(test_concurrent);
