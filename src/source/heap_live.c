@@ -38,8 +38,8 @@
 static void free_unresolved(void *p);
 
 /* The line every malloc() and free() reads (heap_live.h). */
-_Alignas(64) struct cprof__heap_hot cprof__heap_hot = {free_unresolved, 0, 0,
-                                                       0, NULL};
+_Alignas(64) struct cprof__heap_hot cprof__heap_hot = {.free_next =
+                                                           free_unresolved};
 
 /* The slots of the sampled blocks off a page boundary (heap_live.h). */
 _Alignas(64) struct cprof__heap_unaligned cprof__heap_unaligned;
@@ -140,8 +140,10 @@ typedef struct live_node live_node;
  * the pointer with: a pointer none holds goes straight to the allocator,
  * without the filter's load, which misses the cache. Before the slots,
  * that path reads the count of slotted addresses of the pointer's hash,
- * one of 32 in another line: that one load rules most pointers out (the
- * compare with all seven slots was a compiler's largest cost in free()).
+ * one of 16 in the line every free() reads: that one load rules most
+ * pointers out (the compare with all seven slots, and then a read of a
+ * line of their own, which a compiler evicts between its frees, were its
+ * largest costs in free()).
  * A block that finds every slot taken is counted as spilled instead, and while any is, the
  * slow path reads the filter as before (at rates below
  * CPROF__HEAP_ALIGN_MIN_RATE, where every sampled block is off a page
@@ -373,12 +375,12 @@ NO_SAN static void unaligned_add(const void *p) {
             &cprof__heap_unaligned.at[i], &zero, (uintptr_t)p,
             memory_order_relaxed, memory_order_relaxed)) {
       atomic_fetch_add_explicit(
-          &cprof__heap_unaligned.held[cprof__heap_unaligned_hash(p)], 1,
+          &cprof__heap_hot.unaligned_held[cprof__heap_unaligned_hash(p)], 1,
           memory_order_relaxed);
       return;
     }
   }
-  atomic_fetch_add_explicit(&cprof__heap_unaligned.spilled, 1,
+  atomic_fetch_add_explicit(&cprof__heap_hot.unaligned_spilled, 1,
                             memory_order_relaxed);
 }
 
@@ -392,12 +394,12 @@ NO_SAN static void unaligned_remove(const void *p) {
             &cprof__heap_unaligned.at[i], &want, 0, memory_order_relaxed,
             memory_order_relaxed)) {
       atomic_fetch_sub_explicit(
-          &cprof__heap_unaligned.held[cprof__heap_unaligned_hash(p)], 1,
+          &cprof__heap_hot.unaligned_held[cprof__heap_unaligned_hash(p)], 1,
           memory_order_relaxed);
       return;
     }
   }
-  atomic_fetch_sub_explicit(&cprof__heap_unaligned.spilled, 1,
+  atomic_fetch_sub_explicit(&cprof__heap_hot.unaligned_spilled, 1,
                             memory_order_relaxed);
 }
 
@@ -500,7 +502,7 @@ NO_SAN cprof__heap_live_entry cprof__heap_live_find(const void *p,
     /* Off a page boundary, a slot that holds p says it is listed; with
      * none spilled, no slot holding it says it is not. */
     if (!cprof__heap_unaligned_may_be(p)) return e;
-    if (LOAD(cprof__heap_unaligned.spilled) != 0 && !maybe_sampled(p)) return e;
+    if (LOAD(cprof__heap_hot.unaligned_spilled) != 0 && !maybe_sampled(p)) return e;
   } else if (!maybe_sampled(p)) {
     return e;
   }

@@ -40,7 +40,12 @@ struct cprof__heap_hot {
   _Atomic uint64_t listed; /* blocks in the live set */
   _Atomic unsigned region_chunks; /* chunks cprof__heap_in_region reads */
   _Atomic(cprof__agg *) samples;
+  /* The sampled blocks off a page boundary that found no slot, and how
+   * many slots hold an address of each hash (cprof__heap_unaligned). */
+  _Atomic uint64_t unaligned_spilled;
+  _Atomic uint8_t unaligned_held[16];
 };
+_Static_assert(sizeof(struct cprof__heap_hot) <= 64, "one cache line");
 CPROF__HIDDEN extern _Alignas(64) struct cprof__heap_hot cprof__heap_hot;
 
 /* Recomputes free_next from unaligned_live, under free()'s target lock;
@@ -100,21 +105,23 @@ CPROF__HEAP_NO_SAN static inline bool cprof__heap_in_region(const void *p) {
 
 /* The addresses of the sampled blocks not on a page boundary while they
  * are few (see "Blocks off a page boundary" in heap_live.c): each slot
- * holds one or 0, and spilled counts those that found no free slot. The
- * first line holds spilled and, for each of CPROF__HEAP_UNALIGNED_HASHES
- * hashes of an address, how many slots hold an address of that hash: a
- * free() reads that line, and the slots' line only when the pointer's
- * count is not 0. Both are written only when such a block is tracked or
- * forgotten. */
+ * holds one or 0, in a line of their own. Those that found no free slot
+ * are counted in cprof__heap_hot.unaligned_spilled, and for each of
+ * CPROF__HEAP_UNALIGNED_HASHES hashes of an address, how many slots hold
+ * an address of that hash in cprof__heap_hot.unaligned_held: a free()
+ * reads those in the line it reads anyway, and the slots only when the
+ * pointer's count is not 0. All are written only when such a block is
+ * tracked or forgotten. */
 #define CPROF__HEAP_UNALIGNED_SLOTS 7
-#define CPROF__HEAP_UNALIGNED_HASHES 32
+#define CPROF__HEAP_UNALIGNED_HASHES 16
 struct cprof__heap_unaligned {
-  _Atomic uint64_t spilled;
-  _Atomic uint8_t held[CPROF__HEAP_UNALIGNED_HASHES];
-  _Alignas(64) _Atomic uintptr_t at[CPROF__HEAP_UNALIGNED_SLOTS];
+  _Atomic uintptr_t at[CPROF__HEAP_UNALIGNED_SLOTS];
 };
 CPROF__HIDDEN extern _Alignas(64) struct cprof__heap_unaligned
     cprof__heap_unaligned;
+_Static_assert(sizeof cprof__heap_hot.unaligned_held ==
+                   CPROF__HEAP_UNALIGNED_HASHES,
+               "a count for each hash");
 
 /* The hash of an address off a page boundary: bits of its offset in the
  * page and of its page, so that blocks at one offset in their pages (the
@@ -129,11 +136,11 @@ static inline unsigned cprof__heap_unaligned_hash(const void *p) {
  * a slot holds it, or some such block found no slot. */
 CPROF__HEAP_NO_SAN static inline bool cprof__heap_unaligned_may_be(
     const void *p) {
-  if (atomic_load_explicit(&cprof__heap_unaligned.spilled,
+  if (atomic_load_explicit(&cprof__heap_hot.unaligned_spilled,
                            memory_order_relaxed) != 0)
     return true;
   if (atomic_load_explicit(
-          &cprof__heap_unaligned.held[cprof__heap_unaligned_hash(p)],
+          &cprof__heap_hot.unaligned_held[cprof__heap_unaligned_hash(p)],
           memory_order_relaxed) == 0)
     return false;
   for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS; i++)

@@ -455,7 +455,7 @@ static void test_placement(void) {
 static void test_unaligned_slots(void) {
   long prev = cprof_heap_set_rate(1);
   uint64_t unaligned = cprof__heap_unaligned_live();
-  uint64_t spilled = atomic_load(&cprof__heap_unaligned.spilled);
+  uint64_t spilled = atomic_load(&cprof__heap_hot.unaligned_spilled);
   enum { N = CPROF__HEAP_UNALIGNED_SLOTS + 3 };
   void *b[N];
   /* Sampled at rate 1, every block stays where the allocator put it. */
@@ -463,19 +463,19 @@ static void test_unaligned_slots(void) {
   cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
   uint64_t mine = cprof__heap_unaligned_live() - unaligned;
   CHECK(mine >= N - 1); /* one may be on a page boundary by chance */
-  CHECK(atomic_load(&cprof__heap_unaligned.spilled) >= spilled + 1);
+  CHECK(atomic_load(&cprof__heap_hot.unaligned_spilled) >= spilled + 1);
   for (int i = 0; i < N; i++)
     if ((uintptr_t)b[i] & 4095) CHECK(cprof__heap_unaligned_may_be(b[i]));
   /* Freed in an order that empties the slots before the spilled ones. */
   for (int i = 0; i < N; i++) free(b[i]);
   CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
-  CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.spilled), spilled);
+  CHECK_EQ_INT(atomic_load(&cprof__heap_hot.unaligned_spilled), spilled);
   /* A few, none spilled: each found by its slot, others not taken. */
   if (spilled == 0) {
     cprof_heap_set_rate(1);
     void *few[2] = {malloc(48), malloc(56)};
     cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
-    CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.spilled), 0);
+    CHECK_EQ_INT(atomic_load(&cprof__heap_hot.unaligned_spilled), 0);
     char *other = malloc(72);
     if ((uintptr_t)other & 4095) {
       CHECK(!cprof__heap_unaligned_may_be(other));
@@ -485,7 +485,7 @@ static void test_unaligned_slots(void) {
       if ((uintptr_t)few[i] & 4095) {
         CHECK(cprof__heap_free_checks(few[i]));
         unsigned h = cprof__heap_unaligned_hash(few[i]);
-        CHECK(atomic_load(&cprof__heap_unaligned.held[h]) >= 1);
+        CHECK(atomic_load(&cprof__heap_hot.unaligned_held[h]) >= 1);
         /* An address of the same hash that no slot holds (only its
          * value is used) is not taken for one. */
         uintptr_t near = (uintptr_t)few[i] ^ 0x200;
@@ -501,7 +501,7 @@ static void test_unaligned_slots(void) {
   for (int i = 0; i < CPROF__HEAP_UNALIGNED_SLOTS && unaligned == 0; i++)
     CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.at[i]), 0);
   for (int i = 0; i < CPROF__HEAP_UNALIGNED_HASHES && unaligned == 0; i++)
-    CHECK_EQ_INT(atomic_load(&cprof__heap_unaligned.held[i]), 0);
+    CHECK_EQ_INT(atomic_load(&cprof__heap_hot.unaligned_held[i]), 0);
   cprof_heap_set_rate(prev);
 }
 
