@@ -143,11 +143,10 @@ typedef struct live_node live_node;
  * one of 16 in the line every free() reads: that one load rules most
  * pointers out (the compare with all seven slots, and then a read of a
  * line of their own, which a compiler evicts between its frees, were its
- * largest costs in free()).
- * A block that finds every slot taken is counted as spilled instead, and while any is, the
- * slow path reads the filter as before (at rates below
- * CPROF__HEAP_ALIGN_MIN_RATE, where every sampled block is off a page
- * boundary). A slot is written before its block is handed out and
+ * largest costs in free()). A block that finds every slot taken is
+ * counted as spilled instead, and while any is, the slow path reads the
+ * filter as before (at rates below CPROF__HEAP_ALIGN_MIN_RATE, where
+ * every sampled block is off a page boundary). A slot is written before its block is handed out and
  * cleared by the block's free, before the allocator can hand the
  * address out again.
  */
@@ -502,7 +501,8 @@ NO_SAN cprof__heap_live_entry cprof__heap_live_find(const void *p,
     /* Off a page boundary, a slot that holds p says it is listed; with
      * none spilled, no slot holding it says it is not. */
     if (!cprof__heap_unaligned_may_be(p)) return e;
-    if (LOAD(cprof__heap_hot.unaligned_spilled) != 0 && !maybe_sampled(p)) return e;
+    if (LOAD(cprof__heap_hot.unaligned_spilled) != 0 && !maybe_sampled(p))
+      return e;
   } else if (!maybe_sampled(p)) {
     return e;
   }
