@@ -31,6 +31,15 @@ source "$(dirname "$0")/lib.bash"
 curl() { command curl --max-time 60 "$@"; }
 cprof=$CPROFTEST_BUILD/cprof
 plain=$CPROFTEST_BUILD/test/progs/plain_forks
+if [[ $(ldd "$plain") == *libasan* ]]; then
+  # gcc's ASan runtime takes no lock of its allocator around fork: a
+  # worker forked while another thread of the master frees inherits the
+  # allocator's locks held, and hangs at its first free or at its exit's
+  # leak check (seen under gdb: a worker's thread spinning on ASan's
+  # quarantine lock, its main thread waiting in LSan's allocator lock,
+  # until ctest's timeout). The plain and TSan builds run this test.
+  skip_rest "gcc's ASan allocator does not survive a fork beside a freeing thread"
+fi
 tree_prepare "$plain"
 rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
 
