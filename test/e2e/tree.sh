@@ -37,7 +37,7 @@ if [[ $(ldd "$plain") == *libasan* ]]; then
   # allocator's locks held, and hangs at its first free or at its exit's
   # leak check (seen under gdb: a worker's thread spinning on ASan's
   # quarantine lock, its main thread waiting in LSan's allocator lock,
-  # until ctest's timeout). The plain and TSan builds run this test.
+  # until ctest's timeout). The plain build runs this test.
   skip_rest "gcc's ASan allocator does not survive a fork beside a freeing thread"
 fi
 tree_prepare "$plain"
