@@ -189,7 +189,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           abort();
         /* Its page index too: a lookup finds what the built one does. */
         cprof__cfi_rule fa, fb;
-        uint32_t at = (a | 4095u) - 4095u;
+        uint32_t at = a & ~4095u;
         if (cprof__cfi_table_find(t, at, &fa) !=
                 cprof__cfi_table_find(back, at, &fb) ||
             memcmp(&fa, &fb, sizeof fa) != 0)
