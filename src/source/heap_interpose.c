@@ -201,7 +201,11 @@ NO_SAN CPROF_EXPORT void free(void *p) {
   LOAD(cprof__heap_hot.free_next)(p);
 }
 
-NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
+/* calloc's every case but the common one: before the allocator is
+ * found, on a guarded thread, an overflowing request, and a countdown that
+ * ran out. */
+NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *calloc_slow(
+    size_t n, size_t size) {
   calloc_fn f = CPROF__ALLOC_GET(calloc);
   size_t total;
   bool overflow = __builtin_mul_overflow(n, size, &total);
@@ -223,6 +227,42 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
   if (p) cprof__heap_record(p, total, meta);
   return p;
 }
+
+/* calloc's common case is malloc's: the countdown charged by one
+ * read-modify-write (it reads 0 on a guarded thread, and before the
+ * thread's first draw, so those go to the slow path), then a tail call to
+ * the allocator's calloc once it is found. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
+  size_t total;
+  if (CPROF__UNLIKELY(__builtin_mul_overflow(n, size, &total)))
+    return calloc_slow(n, size);
+  __asm__ goto("subq %1, %0\n\t"
+               "jbe %l[slow]"
+               :
+               : "m"(cprof__heap_tls.countdown), "r"(total)
+               : "cc", "memory"
+               : slow);
+  calloc_fn f = CPROF__ALLOC_LOAD(calloc);
+  if (CPROF__LIKELY(f != NULL)) return f(n, size);
+slow:
+  cprof__heap_tls.countdown += total;
+  return calloc_slow(n, size);
+}
+
+#else
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
+  cprof__heap_sampler *s = &cprof__heap_tls;
+  size_t total;
+  calloc_fn f = CPROF__ALLOC_LOAD(calloc);
+  if (CPROF__LIKELY(!__builtin_mul_overflow(n, size, &total) &&
+                    total < s->countdown && f != NULL)) {
+    s->countdown -= total;
+    return f(n, size);
+  }
+  return calloc_slow(n, size);
+}
+#endif
 
 /* realloc of an arena block: a new block from the real allocator. */
 NO_SAN static void *realloc_from_arena(void *p, size_t n) {

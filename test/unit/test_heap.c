@@ -6,6 +6,7 @@
  * subtract, the profiler's own allocations are not sampled, concurrent
  * threads balance out).
  */
+#include <errno.h>
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -262,6 +263,22 @@ static void test_park(void) {
   void *volatile p = malloc(64); /* volatile: kept, not optimised out */
   CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64);
   free(p);
+  /* calloc charges the product, and an overflowing one nothing. */
+  void *volatile c = calloc(3, 40);
+  CHECK(c != NULL);
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64 - 120);
+  free(c);
+  size_t volatile huge = SIZE_MAX / 2 + 2;
+  c = calloc(huge, 2);
+  CHECK(c == NULL && errno == ENOMEM);
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64 - 120);
+  /* A guarded thread's calloc is cprof's own and charges nothing. */
+  cprof__guard_enter();
+  c = calloc(5, 8);
+  CHECK(c != NULL && (!CPROF__OWN_ENABLED || cprof__own_block(c)));
+  free(c);
+  cprof__guard_exit();
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64 - 120);
   cprof_heap_set_rate(prev);
 }
 
