@@ -77,14 +77,23 @@ static void free_slow(void *p);
 
 #define PAGE CPROF__HEAP_PAGE
 
+/* The largest sampled realloc result moved to a page boundary. glibc
+ * copies a block this small itself when realloc moves it (it moves larger
+ * mmapped ones with mremap, without a copy), and only about n / rate of
+ * the reallocs of n bytes are sampled, so the copy adds a small fraction
+ * of what realloc copies anyway; one left off a page boundary sends every
+ * free() the program makes to a slower path while it lives. */
+#define SETTLE_COPY_MAX ((size_t)64 << 10)
+
 /* A block the allocator underneath returned for a sampled request: moved to
  * a page boundary if it is not on one (copying its n bytes when copy is
- * set, and only if they fit in a page), or left where it is, for
+ * set, and only up to SETTLE_COPY_MAX), or left where it is, for
  * cprof__heap_record to track there. */
 NO_SAN static void *settle(void *q, size_t n, bool copy,
                            _Atomic uint64_t **meta) {
   *meta = NULL;
-  if (((uintptr_t)q & (PAGE - 1)) == 0 || (copy && n > PAGE)) return q;
+  if (((uintptr_t)q & (PAGE - 1)) == 0 || (copy && n > SETTLE_COPY_MAX))
+    return q;
   void *r = cprof__heap_place_sampled(n, false, meta);
   if (!r) return q;
   if (copy) memcpy(r, q, n);
@@ -318,9 +327,16 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
   void *q = nb + delta;
   *sample = cprof__heap_should_sample(n);
   if (delta == 0) return *sample ? settle(q, n, true, out_meta) : q;
-  /* The new block keeps its offset, so it stays tracked, sampled or not
-   * (with a stack id of 0 when not). If the live set is full, the data
-   * moves down to the allocator's own pointer instead. */
+  /* Off a page boundary the block would send every free() to a slower
+   * path while it lives: one that small moves down to the allocator's own
+   * pointer, untracked, and is settled as a new block when sampled. */
+  if (((uintptr_t)q & (PAGE - 1)) != 0 && n <= SETTLE_COPY_MAX) {
+    memmove(nb, q, n);
+    return *sample ? settle(nb, n, true, out_meta) : nb;
+  }
+  /* Otherwise the new block keeps its offset, so it stays tracked, sampled
+   * or not (with a stack id of 0 when not). If the live set is full, the
+   * data moves down to the allocator's own pointer instead. */
   _Atomic uint64_t *m = cprof__heap_live_insert(q, n, delta);
   if (m) {
     *out_meta = m;

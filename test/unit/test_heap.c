@@ -526,6 +526,51 @@ static void test_unaligned_slots(void) {
   cprof_heap_set_rate(prev);
 }
 
+/* A sampled realloc result of up to 64 KiB is moved to a page boundary,
+ * and a tracked block that realloc leaves off one moves down to the
+ * allocator's own pointer: neither keeps free() on its slower path. A
+ * larger result stays where realloc put it. The countdown is set by hand,
+ * so that exactly the reallocs meant to be sampled are. */
+static void test_realloc_placed(void) {
+  long prev = cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
+  void *volatile warm = malloc(16); /* this thread has drawn */
+  free(warm);
+  uint64_t unaligned = cprof__heap_unaligned_live();
+  const uint64_t never = UINT64_MAX / 2;
+  cprof__heap_tls.countdown = never;
+  unsigned char *p = malloc(100);
+  CHECK(p != NULL);
+  if (!p) return;
+  fill(p, 100, 7);
+  cprof__heap_tls.countdown = 1;
+  unsigned char *q = realloc(p, 20000);
+  CHECK(q != NULL && ((uintptr_t)q & 4095) == 0);
+  CHECK(cprof__heap_live_find(q, false).found);
+  CHECK(intact(q, 100, 7));
+  CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  fill(q, 20000, 8);
+  cprof__heap_tls.countdown = never;
+  /* After q, so that it cannot grow in place and moves. */
+  void *volatile blocker = malloc(30000);
+  unsigned char *r = realloc(q, 30000);
+  CHECK(r != NULL && intact(r, 20000, 8));
+  if (((uintptr_t)r & 4095) != 0) CHECK(!cprof__heap_free_checks(r));
+  CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  fill(r, 30000, 9);
+  cprof__heap_tls.countdown = 1;
+  unsigned char *big = realloc(r, 100000);
+  CHECK(big != NULL && intact(big, 30000, 9));
+  cprof__heap_tls.countdown = never;
+  if (((uintptr_t)big & 4095) != 0) {
+    CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned + 1);
+    CHECK(cprof__heap_free_checks(big));
+  }
+  free(big);
+  free(blocker);
+  CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  cprof_heap_set_rate(prev); /* draws the countdown again */
+}
+
 #if CPROF__OWN_ENABLED
 /* In a fork child: a block of 48 bytes that is none of avoid's; then,
  * with the range filled, a freed block of an ancestor's (want) comes
@@ -608,6 +653,7 @@ int main(void) {
   /* Before test_threads: under TSan its stacks fill the record table. */
   RUN(test_placement);
   RUN(test_unaligned_slots);
+  RUN(test_realloc_placed);
 #if CPROF__OWN_ENABLED
   RUN(test_own_fork);
 #endif
