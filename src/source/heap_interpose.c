@@ -77,13 +77,23 @@ static void free_slow(void *p);
 
 #define PAGE CPROF__HEAP_PAGE
 
-/* The largest sampled realloc result moved to a page boundary. glibc
- * copies a block this small itself when realloc moves it (it moves larger
- * mmapped ones with mremap, without a copy), and only about n / rate of
- * the reallocs of n bytes are sampled, so the copy adds a small fraction
- * of what realloc copies anyway; one left off a page boundary sends every
- * free() the program makes to a slower path while it lives. */
-#define SETTLE_COPY_MAX ((size_t)64 << 10)
+/* The largest sampled realloc result moved to a page boundary, by one
+ * copy. One left off a page boundary sends every free() the program makes
+ * to a slower path while it lives (a compiler keeps a vector of 512 KiB
+ * so from its first second to its exit). The copy is made once, as the
+ * block is first sampled: from then on it is tracked, and realloc keeps
+ * it on a page boundary (realloc_tracked) with no copy of cprof's unless
+ * the allocator copied it too. Only about one realloc of n bytes in
+ * rate / n is sampled. Larger results stay where they are, rather than
+ * hold twice their size while they are copied. */
+#define SETTLE_COPY_MAX ((size_t)16 << 20)
+
+/* The largest tracked block that realloc moves off a page boundary and
+ * cprof moves down to the allocator's own pointer, untracked; a larger
+ * one is moved up to a page boundary and stays tracked (realloc_tracked).
+ * Either move copies the block once more, after the allocator's own copy,
+ * and only untracked blocks return to the allocator's fast paths. */
+#define UNTRACK_MAX ((size_t)64 << 10)
 
 /* A block the allocator underneath returned for a sampled request: moved to
  * a page boundary if it is not on one (copying its n bytes when copy is
@@ -302,7 +312,9 @@ NO_SAN static void *realloc_from_region(void *p, size_t i, size_t n,
 
 /* realloc of a block in the live set, already taken out of it (meta and
  * delta as it had there). The allocator's block is reallocated with the
- * same offset in front, so the data stays where the offset says. */
+ * same offset in front, so the data stays where the offset says, and a
+ * page more when there is an offset, so that the data can be moved back
+ * to a page boundary. */
 NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
                                     size_t n, bool *sample,
                                     _Atomic uint64_t **out_meta) {
@@ -310,7 +322,7 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
   unsigned char *base = (unsigned char *)p - delta;
   /* A zero size reaches the allocator as zero: it decides what that
    * means (glibc frees the block and returns NULL). */
-  size_t want = n == 0 ? 0 : n + delta;
+  size_t want = n == 0 ? 0 : n + (delta ? PAGE : 0);
   unsigned char *nb = want >= n ? f(base, want) : NULL;
   if (!nb) {
     if (n != 0) {
@@ -324,19 +336,30 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
     return NULL;
   }
   if (n == 0) return nb; /* an allocator that returns a block for size 0 */
-  void *q = nb + delta;
+  unsigned char *q = nb + delta;
   *sample = cprof__heap_should_sample(n);
   if (delta == 0) return *sample ? settle(q, n, true, out_meta) : q;
-  /* Off a page boundary the block would send every free() to a slower
-   * path while it lives: one that small moves down to the allocator's own
-   * pointer, untracked, and is settled as a new block when sampled. */
-  if (((uintptr_t)q & (PAGE - 1)) != 0 && n <= SETTLE_COPY_MAX) {
-    memmove(nb, q, n);
-    return *sample ? settle(nb, n, true, out_meta) : nb;
+  /* Growing in place and glibc's mremap keep the block's offset in its
+   * page; the allocator copied a block it put at another offset. Off a
+   * page boundary the block would send every free() to a slower path
+   * while it lives: a small one moves down to the allocator's own
+   * pointer, untracked (and is settled as a new block when sampled), a
+   * larger one up to the first page boundary, in the page asked for
+   * above. */
+  if (((uintptr_t)q & (PAGE - 1)) != 0) {
+    if (n <= UNTRACK_MAX) {
+      memmove(nb, q, n);
+      return *sample ? settle(nb, n, true, out_meta) : nb;
+    }
+    unsigned char *a =
+        (unsigned char *)(((uintptr_t)nb + PAGE - 1) & ~(PAGE - 1));
+    memmove(a, q, n);
+    q = a;
+    delta = (uint32_t)(a - nb);
   }
-  /* Otherwise the new block keeps its offset, so it stays tracked, sampled
-   * or not (with a stack id of 0 when not). If the live set is full, the
-   * data moves down to the allocator's own pointer instead. */
+  /* The new block stays tracked, sampled or not (with a stack id of 0
+   * when not). If the live set is full, the data moves down to the
+   * allocator's own pointer instead. */
   _Atomic uint64_t *m = cprof__heap_live_insert(q, n, delta);
   if (m) {
     *out_meta = m;

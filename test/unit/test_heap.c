@@ -268,10 +268,12 @@ static void test_park(void) {
   CHECK(c != NULL);
   CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64 - 120);
   free(c);
+#if CPROF__OWN_ENABLED /* the sanitizers' calloc aborts on an overflow */
   size_t volatile huge = SIZE_MAX / 2 + 2;
   c = calloc(huge, 2);
   CHECK(c == NULL && errno == ENOMEM);
   CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64 - 120);
+#endif
   /* A guarded thread's calloc is cprof's own and charges nothing. */
   cprof__guard_enter();
   c = calloc(5, 8);
@@ -526,30 +528,39 @@ static void test_unaligned_slots(void) {
   cprof_heap_set_rate(prev);
 }
 
-/* A sampled realloc result of up to 64 KiB is moved to a page boundary,
- * and a tracked block that realloc leaves off one moves down to the
- * allocator's own pointer: neither keeps free() on its slower path. A
- * larger result stays where realloc put it. The countdown is set by hand,
- * so that exactly the reallocs meant to be sampled are. */
+/* Sets the calling thread's countdown, by a store the compiler keeps:
+ * gcc takes realloc for a builtin that reads no global, and would drop a
+ * plain store made just before one and overwritten just after. */
+static void set_countdown(uint64_t v) {
+  *(volatile uint64_t *)&cprof__heap_tls.countdown = v;
+}
+
+/* A sampled realloc result of up to 16 MiB is moved to a page boundary,
+ * and a tracked block that realloc leaves off one moves back to one: down
+ * to the allocator's own pointer, untracked, when it is small, or to the
+ * block's first page boundary, tracked. Neither keeps free() on its
+ * slower path. A larger sampled result stays where realloc put it. The
+ * countdown is set by hand, so that exactly the reallocs meant to be
+ * sampled are. */
 static void test_realloc_placed(void) {
   long prev = cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
   void *volatile warm = malloc(16); /* this thread has drawn */
   free(warm);
   uint64_t unaligned = cprof__heap_unaligned_live();
   const uint64_t never = UINT64_MAX / 2;
-  cprof__heap_tls.countdown = never;
+  set_countdown(never);
   unsigned char *p = malloc(100);
   CHECK(p != NULL);
   if (!p) return;
   fill(p, 100, 7);
-  cprof__heap_tls.countdown = 1;
+  set_countdown(1);
   unsigned char *q = realloc(p, 20000);
   CHECK(q != NULL && ((uintptr_t)q & 4095) == 0);
   CHECK(cprof__heap_live_find(q, false).found);
   CHECK(intact(q, 100, 7));
   CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
   fill(q, 20000, 8);
-  cprof__heap_tls.countdown = never;
+  set_countdown(never);
   /* After q, so that it cannot grow in place and moves. */
   void *volatile blocker = malloc(30000);
   unsigned char *r = realloc(q, 30000);
@@ -557,15 +568,48 @@ static void test_realloc_placed(void) {
   if (((uintptr_t)r & 4095) != 0) CHECK(!cprof__heap_free_checks(r));
   CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
   fill(r, 30000, 9);
-  cprof__heap_tls.countdown = 1;
+  set_countdown(1);
   unsigned char *big = realloc(r, 100000);
+  CHECK(big != NULL && ((uintptr_t)big & 4095) == 0);
   CHECK(big != NULL && intact(big, 30000, 9));
-  cprof__heap_tls.countdown = never;
-  if (((uintptr_t)big & 4095) != 0) {
-    CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned + 1);
-    CHECK(cprof__heap_free_checks(big));
+  CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  fill(big, 100000, 10);
+  /* Grown until glibc moves it (to another offset in its page: it copies
+   * it there), with a block after it each time so that it cannot grow in
+   * place: cprof moves it back to a page boundary. */
+  set_countdown(never);
+  void *after[6] = {0};
+  unsigned char *bigger = big;
+  size_t len = 100000;
+  bool moved = false;
+  for (int i = 0; i < 6 && bigger && !moved; i++) {
+    after[i] = malloc(64);
+    unsigned char *was = bigger;
+    bigger = realloc(bigger, len * 2);
+    CHECK(bigger != NULL && ((uintptr_t)bigger & 4095) == 0);
+    CHECK(bigger != NULL && intact(bigger, 100000, 10));
+    moved = bigger != was;
+    len *= 2;
   }
-  free(big);
+  CHECK(moved);
+  CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  free(bigger);
+  for (int i = 0; i < 6; i++) free(after[i]);
+  /* Past 16 MiB a sampled result is not copied. */
+  unsigned char *s = malloc(100);
+  set_countdown(1);
+  unsigned char *huge = s ? realloc(s, (size_t)17 << 20) : NULL;
+  set_countdown(never);
+  CHECK(huge != NULL);
+#if CPROF__OWN_ENABLED /* glibc underneath, not a sanitizer's allocator */
+  /* Not moved: glibc's mapping puts it 16 bytes past a page boundary. */
+  CHECK(huge != NULL && ((uintptr_t)huge & 4095) != 0);
+#endif
+  if (huge && ((uintptr_t)huge & 4095) != 0) {
+    CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned + 1);
+    CHECK(cprof__heap_free_checks(huge));
+  }
+  free(huge);
   free(blocker);
   CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
   cprof_heap_set_rate(prev); /* draws the countdown again */
