@@ -91,8 +91,8 @@ static void free_slow(void *p);
 /* The largest tracked block that realloc moves off a page boundary and
  * cprof moves down to the allocator's own pointer, untracked; a larger
  * one is moved up to a page boundary and stays tracked (realloc_tracked).
- * Either move copies the block once more, after the allocator's own copy,
- * and only untracked blocks return to the allocator's fast paths. */
+ * Either move is one copy more, after the allocator's own; an untracked
+ * block takes no node of the live set. */
 #define UNTRACK_MAX ((size_t)64 << 10)
 
 /* A block the allocator underneath returned for a sampled request: moved to
