@@ -3,9 +3,11 @@
  * wait4) and peak RSS of test/progs/plain_heap_churn, run alternately
  * without cprof, with an interposer that only calls through (the floor for
  * any malloc interposer) and with libcprof.so preloaded at the default
- * rate; then the same for jemalloc with prof:true (lg_prof_sample:19, the same 512 KiB
- * mean) against plain jemalloc, when libjemalloc.so.2 is installed. Prints
- * the median of each and the ratios; last, the start-up cost alone.
+ * rate; the same with 1 GiB held live; test/progs/plain_realloc_grow
+ * (buffers grown by realloc) without and with cprof; then jemalloc with
+ * prof:true (lg_prof_sample:19, the same 512 KiB mean) against plain
+ * jemalloc, when libjemalloc.so.2 is installed. Prints the median of each
+ * and the ratios; last, the start-up cost alone.
  *   bench_heap_overhead [RUNS] [ITERATIONS_PER_THREAD]
  * The paths come from this binary's location in the build tree.
  */
@@ -25,7 +27,9 @@ typedef struct result {
   long rss_kib;
 } result;
 
-static char churn[PATH_MAX], libcprof[PATH_MAX], passthrough[PATH_MAX];
+static char churn[PATH_MAX], grow[PATH_MAX], libcprof[PATH_MAX],
+    passthrough[PATH_MAX];
+static const char *prog = churn; /* the program run() runs */
 static const char *iterations = "20000000";
 static const char *hold_mib; /* live heap held while churning, or NULL */
 
@@ -37,7 +41,7 @@ static int run(const char *preload, const char *malloc_conf, result *out) {
     else unsetenv("LD_PRELOAD");
     if (malloc_conf) setenv("MALLOC_CONF", malloc_conf, 1);
     else unsetenv("MALLOC_CONF");
-    execl(churn, churn, iterations, hold_mib, (char *)NULL);
+    execl(prog, prog, iterations, hold_mib, (char *)NULL);
     _exit(127);
   }
   int status;
@@ -89,7 +93,7 @@ static int compare(const config *c, int n, int runs) {
   for (int i = 0; i < runs; i++) {
     for (int k = 0; k < n; k++) {
       if (run(c[k].preload, c[k].malloc_conf, &r[k][i])) {
-        fprintf(stderr, "bench_heap_overhead: a run of %s failed\n", churn);
+        fprintf(stderr, "bench_heap_overhead: a run of %s failed\n", prog);
         return -1;
       }
     }
@@ -125,12 +129,14 @@ int main(int argc, char **argv) {
   slash = strrchr(self, '/');
   *slash = 0; /* BUILD */
   snprintf(churn, sizeof churn, "%s/test/progs/plain_heap_churn", self);
+  snprintf(grow, sizeof grow, "%s/test/progs/plain_realloc_grow", self);
   snprintf(libcprof, sizeof libcprof, "%s/libcprof.so", self);
   snprintf(passthrough, sizeof passthrough, "%s/bench/libpassthrough_malloc.so",
            self);
-  if (access(churn, X_OK) || access(libcprof, R_OK) || access(passthrough, R_OK)) {
-    fprintf(stderr, "bench_heap_overhead: %s, %s or %s is missing\n", churn,
-            libcprof, passthrough);
+  if (access(churn, X_OK) || access(grow, X_OK) || access(libcprof, R_OK) ||
+      access(passthrough, R_OK)) {
+    fprintf(stderr, "bench_heap_overhead: %s, %s, %s or %s is missing\n",
+            churn, grow, libcprof, passthrough);
     return 1;
   }
   printf("malloc/free churn, 2 threads x %s iterations, %d alternating runs, "
@@ -153,6 +159,17 @@ int main(int argc, char **argv) {
          "blocks, %d runs\n", iterations, hold_runs);
   if (compare(glibc, 3, hold_runs)) return 1;
   hold_mib = NULL;
+  /* Buffers grown by realloc past the rate: nearly every such realloc is
+   * sampled, and glibc grows them without a copy (mremap), so a copy of
+   * cprof's for each sampled one would show here. */
+  prog = grow;
+  iterations = "20000";
+  printf("\nrealloc growth, 2 threads x %s buffers grown from 64 B to 1 MiB "
+         "by doubling, %d alternating runs, medians\n", iterations, runs);
+  const config grown[] = {{"glibc", NULL, NULL},
+                          {"glibc + cprof", libcprof, NULL}};
+  if (compare(grown, 2, runs)) return 1;
+  prog = churn;
   iterations = work;
   if (access(JEMALLOC, R_OK) == 0) {
     const config je[] = {

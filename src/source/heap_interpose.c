@@ -83,16 +83,19 @@ static void free_slow(void *p);
  * so from its first second to its exit). The copy is made once, as the
  * block is first sampled: from then on it is tracked, and realloc keeps
  * it on a page boundary (realloc_tracked) with no copy of cprof's unless
- * the allocator copied it too. Only about one realloc of n bytes in
- * rate / n is sampled. Larger results stay where they are, rather than
- * hold twice their size while they are copied. */
+ * the allocator copied it too. Every copy is paid from the budget that
+ * samples earn (cprof__heap_copy_spend), as a realloc of n bytes is
+ * sampled about n / rate of the time but nearly always past the rate: a
+ * program that grows large buffers in place or with mremap would
+ * otherwise pay a copy of each. Larger results stay where they are,
+ * rather than hold twice their size while they are copied. */
 #define SETTLE_COPY_MAX ((size_t)16 << 20)
 
 /* The largest tracked block that realloc moves off a page boundary and
  * cprof moves down to the allocator's own pointer, untracked; a larger
  * one is moved up to a page boundary and stays tracked (realloc_tracked).
- * Either move is one copy more, after the allocator's own; an untracked
- * block takes no node of the live set. */
+ * Either move is one copy more, after the allocator's own, paid from the
+ * budget; an untracked block takes no node of the live set. */
 #define UNTRACK_MAX ((size_t)64 << 10)
 
 /* A block the allocator underneath returned for a sampled request: moved to
@@ -102,7 +105,8 @@ static void free_slow(void *p);
 NO_SAN static void *settle(void *q, size_t n, bool copy,
                            _Atomic uint64_t **meta) {
   *meta = NULL;
-  if (((uintptr_t)q & (PAGE - 1)) == 0 || (copy && n > SETTLE_COPY_MAX))
+  if (((uintptr_t)q & (PAGE - 1)) == 0 ||
+      (copy && (n > SETTLE_COPY_MAX || !cprof__heap_copy_spend(n))))
     return q;
   void *r = cprof__heap_place_sampled(n, false, meta);
   if (!r) return q;
@@ -345,8 +349,8 @@ NO_SAN static void *realloc_tracked(void *p, uint64_t meta, uint32_t delta,
    * while it lives: a small one moves down to the allocator's own
    * pointer, untracked (and is settled as a new block when sampled), a
    * larger one up to the first page boundary, in the page asked for
-   * above. */
-  if (((uintptr_t)q & (PAGE - 1)) != 0) {
+   * above; either when the budget allows the copy. */
+  if (((uintptr_t)q & (PAGE - 1)) != 0 && cprof__heap_copy_spend(n)) {
     if (n <= UNTRACK_MAX) {
       memmove(nb, q, n);
       return *sample ? settle(nb, n, true, out_meta) : nb;

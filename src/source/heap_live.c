@@ -578,6 +578,27 @@ NO_SAN void cprof__heap_count_untracked(void) {
   atomic_fetch_add_explicit(&untracked, 1, memory_order_relaxed);
 }
 
+_Atomic int64_t cprof__heap_copy_budget;
+
+NO_SAN void cprof__heap_copy_earn(long rate) {
+  /* A race may take the budget a share past its bound: no matter. */
+  if (rate > 0 && LOAD(cprof__heap_copy_budget) < CPROF__HEAP_COPY_BUDGET_MAX)
+    atomic_fetch_add_explicit(&cprof__heap_copy_budget,
+                              rate / CPROF__HEAP_COPY_SHARE,
+                              memory_order_relaxed);
+}
+
+NO_SAN bool cprof__heap_copy_spend(size_t n) {
+  int64_t b = LOAD(cprof__heap_copy_budget);
+  do {
+    if (n > (uint64_t)CPROF__HEAP_COPY_BUDGET_MAX || b < (int64_t)n)
+      return false;
+  } while (!atomic_compare_exchange_weak_explicit(
+      &cprof__heap_copy_budget, &b, b - (int64_t)n, memory_order_relaxed,
+      memory_order_relaxed));
+  return true;
+}
+
 /* The C++ allocation functions (cxx_interpose.c) share this sampler: see
  * heap_sampler.h. */
 _Atomic uint64_t *const cprof__heap_unaligned_count =

@@ -214,4 +214,19 @@ CPROF__HIDDEN void *cprof__heap_place_sampled(size_t n, bool zero,
  * (cprof__heap_untracked). */
 CPROF__HIDDEN void cprof__heap_count_untracked(void);
 
+/* The bytes cprof may still copy to move sampled realloc results to a
+ * page boundary (heap_interpose.c): each sample earns rate / 64 of them,
+ * up to CPROF__HEAP_COPY_BUDGET_MAX, so that the copies stay below 1/64
+ * of the bytes the program allocates, whatever its reallocs. */
+#define CPROF__HEAP_COPY_SHARE 64
+#define CPROF__HEAP_COPY_BUDGET_MAX ((int64_t)16 << 20)
+CPROF__HIDDEN extern _Atomic int64_t cprof__heap_copy_budget;
+
+/* Adds a sample's share to the budget (cprof__heap_record). */
+CPROF__HIDDEN void cprof__heap_copy_earn(long rate);
+
+/* Takes n bytes from the budget; false, taking nothing, when it has
+ * fewer. */
+CPROF__HIDDEN bool cprof__heap_copy_spend(size_t n);
+
 #endif

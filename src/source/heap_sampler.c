@@ -466,6 +466,7 @@ CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
       }
       if (!tracked) cprof__heap_count_untracked();
     }
+    cprof__heap_copy_earn(cprof__heap_rate());
     sample_taken();
   }
   cprof__guard_exit();

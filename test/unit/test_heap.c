@@ -539,16 +539,32 @@ static void set_countdown(uint64_t v) {
  * and a tracked block that realloc leaves off one moves back to one: down
  * to the allocator's own pointer, untracked, when it is small, or to the
  * block's first page boundary, tracked. Neither keeps free() on its
- * slower path. A larger sampled result stays where realloc put it. The
- * countdown is set by hand, so that exactly the reallocs meant to be
- * sampled are. */
+ * slower path. A larger sampled result stays where realloc put it, and so
+ * does one whose copy the budget cannot pay. The countdown is set by
+ * hand, so that exactly the reallocs meant to be sampled are, and the
+ * budget too. */
 static void test_realloc_placed(void) {
   long prev = cprof_heap_set_rate(CPROF__HEAP_ALIGN_MIN_RATE);
   void *volatile warm = malloc(16); /* this thread has drawn */
   free(warm);
   uint64_t unaligned = cprof__heap_unaligned_live();
   const uint64_t never = UINT64_MAX / 2;
+  const int64_t share = CPROF__HEAP_ALIGN_MIN_RATE / CPROF__HEAP_COPY_SHARE;
+  int64_t budget = atomic_exchange(&cprof__heap_copy_budget, 4 << 20);
   set_countdown(never);
+  /* A copy is paid from the budget, and a sample earns its share: a
+   * small result is copied to a page of the region, unless the allocator
+   * put it on a page boundary already. */
+  unsigned char *small = malloc(100);
+  set_countdown(1);
+  small = small ? realloc(small, 3000) : NULL;
+  set_countdown(never);
+  size_t page;
+  CHECK(small != NULL);
+  CHECK_EQ_INT(atomic_load(&cprof__heap_copy_budget),
+               (4 << 20) + share -
+                   (cprof__heap_region_page_of(small, &page) ? 3000 : 0));
+  free(small);
   unsigned char *p = malloc(100);
   CHECK(p != NULL);
   if (!p) return;
@@ -610,8 +626,22 @@ static void test_realloc_placed(void) {
     CHECK(cprof__heap_free_checks(huge));
   }
   free(huge);
+  /* With nothing in the budget a sampled result stays where it is. */
+  atomic_store(&cprof__heap_copy_budget, 0);
+  unsigned char *t = malloc(100);
+  set_countdown(1);
+  unsigned char *u = t ? realloc(t, 20000) : NULL;
+  set_countdown(never);
+  CHECK(u != NULL);
+  CHECK_EQ_INT(atomic_load(&cprof__heap_copy_budget), share);
+  if (u && ((uintptr_t)u & 4095) != 0) {
+    CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned + 1);
+    CHECK(cprof__heap_free_checks(u));
+  }
+  free(u);
   free(blocker);
   CHECK_EQ_INT(cprof__heap_unaligned_live(), unaligned);
+  atomic_store(&cprof__heap_copy_budget, budget);
   cprof_heap_set_rate(prev); /* draws the countdown again */
 }
 
