@@ -40,7 +40,8 @@ int main(int argc, char **argv) {
   if (argc > 1) rounds = atol(argv[1]);
   if (argc > 2) max_bytes = (size_t)atol(argv[2]);
   pthread_t t[2];
-  for (uintptr_t i = 0; i < 2; i++) pthread_create(&t[i], NULL, grow, (void *)i);
+  for (uintptr_t i = 0; i < 2; i++)
+    pthread_create(&t[i], NULL, grow, (void *)i);
   for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
   return 0;
 }
