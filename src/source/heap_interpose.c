@@ -77,20 +77,6 @@ static void free_slow(void *p);
 
 #define PAGE CPROF__HEAP_PAGE
 
-/* The largest sampled realloc result moved to a page boundary, by one
- * copy. One left off a page boundary sends every free() the program makes
- * to a slower path while it lives (a compiler keeps a vector of 512 KiB
- * so from its first second to its exit). The copy is made once, as the
- * block is first sampled: from then on it is tracked, and realloc keeps
- * it on a page boundary (realloc_tracked) with no copy of cprof's unless
- * the allocator copied it too. Every copy is paid from the budget that
- * samples earn (cprof__heap_copy_spend), as a realloc of n bytes is
- * sampled about n / rate of the time but nearly always past the rate: a
- * program that grows large buffers in place or with mremap would
- * otherwise pay a copy of each. Larger results stay where they are,
- * rather than hold twice their size while they are copied. */
-#define SETTLE_COPY_MAX ((size_t)16 << 20)
-
 /* The largest tracked block that realloc moves off a page boundary and
  * cprof moves down to the allocator's own pointer, untracked; a larger
  * one is moved up to a page boundary and stays tracked (realloc_tracked).
@@ -98,15 +84,29 @@ static void free_slow(void *p);
  * budget; an untracked block takes no node of the live set. */
 #define UNTRACK_MAX ((size_t)64 << 10)
 
-/* A block the allocator underneath returned for a sampled request: moved to
- * a page boundary if it is not on one (copying its n bytes when copy is
- * set, and only up to SETTLE_COPY_MAX), or left where it is, for
- * cprof__heap_record to track there. */
+/* A sampled realloc result is moved to a page boundary by one copy: one
+ * left off a page boundary sends every free() the program makes to a
+ * slower path while it lives (a compiler keeps a vector of 512 KiB so
+ * from its first second to its exit). The copy is made once, as the block
+ * is first sampled: from then on it is tracked, and realloc keeps it on a
+ * page boundary (realloc_tracked) with no copy of cprof's unless the
+ * allocator copied it too. Every copy is paid from the budget that
+ * samples earn (cprof__heap_copy_spend), as a realloc of n bytes is
+ * sampled about n / rate of the time but nearly always past the rate: a
+ * program that grows large buffers in place or with mremap would
+ * otherwise pay a copy of each. The budget pays for no copy past its
+ * bound (16 MiB): a larger result stays where it is, rather than hold
+ * twice its size while it is copied.
+ *
+ * settle: a block the allocator underneath returned for a sampled request,
+ * moved to a page boundary if it is not on one (copying its n bytes when
+ * copy is set, and only when the budget pays for them), or left where it
+ * is, for cprof__heap_record to track there. */
 NO_SAN static void *settle(void *q, size_t n, bool copy,
                            _Atomic uint64_t **meta) {
   *meta = NULL;
   if (((uintptr_t)q & (PAGE - 1)) == 0 ||
-      (copy && (n > SETTLE_COPY_MAX || !cprof__heap_copy_spend(n))))
+      (copy && !cprof__heap_copy_spend(n)))
     return q;
   void *r = cprof__heap_place_sampled(n, false, meta);
   if (!r) return q;

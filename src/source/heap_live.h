@@ -226,7 +226,7 @@ CPROF__HIDDEN extern _Atomic int64_t cprof__heap_copy_budget;
 CPROF__HIDDEN void cprof__heap_copy_earn(long rate);
 
 /* Takes n bytes from the budget; false, taking nothing, when it has
- * fewer. */
+ * fewer or n is past CPROF__HEAP_COPY_BUDGET_MAX. */
 CPROF__HIDDEN bool cprof__heap_copy_spend(size_t n);
 
 #endif
