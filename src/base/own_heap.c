@@ -28,8 +28,6 @@
 #define HDR ((size_t)16)
 #define MAGIC 0xc9f0u
 
-_Atomic uintptr_t cprof__own_tag = UINTPTR_MAX;
-
 /* Size classes of whole blocks (header included): 16-byte steps up to 256,
  * then four per power of two up to CPROF__OWN_SMALL_MAX + HDR. */
 #define NCLASSES (16 + 4 * 9)
@@ -74,16 +72,32 @@ static cprof__own_stats stats;
 
 /* Large blocks: address and length, open addressing, linear probing.
  * Slots are written under the lock; lookups read them without it, and
- * only when some large block is live. A freed slot becomes a tombstone
+ * only for an address whose summary bit is set (own_heap.h). A freed slot becomes a tombstone
  * (1) unless the next slot is empty. */
 #define LARGE_SLOTS 2048
 #define LARGE_MAX 1024 /* live at once; more go to the allocator underneath */
 static _Atomic uintptr_t large_addr[LARGE_SLOTS];
 static size_t large_len[LARGE_SLOTS];
-static _Atomic size_t large_live;
+
+_Alignas(64) struct cprof__own_hot cprof__own_hot = {.tag = UINTPTR_MAX};
+static uint16_t large_hashed[CPROF__OWN_SUMMARY_BITS]; /* under the lock */
 
 NO_SAN static size_t large_hash(uintptr_t p) {
   return (size_t)((p >> 12) * 0x9e3779b97f4a7c15ull >> 53) % LARGE_SLOTS;
+}
+
+/* Counts a live block's address in the summary (+1) or takes it out (-1);
+ * under the lock. */
+NO_SAN static void summary_add(uintptr_t p, int d) {
+  unsigned h = cprof__own_summary_of(p);
+  large_hashed[h] = (uint16_t)(large_hashed[h] + d);
+  uint64_t bit = (uint64_t)1 << (h % 64);
+  if (d > 0 && large_hashed[h] == 1)
+    atomic_fetch_or_explicit(&cprof__own_hot.large_bits[h / 64], bit,
+                             memory_order_release);
+  else if (d < 0 && large_hashed[h] == 0)
+    atomic_fetch_and_explicit(&cprof__own_hot.large_bits[h / 64], ~bit,
+                              memory_order_release);
 }
 
 NO_SAN static long large_slot(uintptr_t p) {
@@ -97,11 +111,7 @@ NO_SAN static long large_slot(uintptr_t p) {
   return -1;
 }
 
-NO_SAN bool cprof__own_large(const void *p) {
-  if (CPROF__LIKELY(atomic_load_explicit(&large_live, memory_order_relaxed) ==
-                    0))
-    return false;
-  if (((uintptr_t)p & (PAGE - 1)) != 0) return false;
+NO_SAN bool cprof__own_large_listed(const void *p) {
   return large_slot((uintptr_t)p) >= 0;
 }
 
@@ -111,7 +121,7 @@ NO_SAN static void *large_alloc(size_t n, size_t align) {
   if (len == 0) len = PAGE;
   size_t map = align > PAGE ? len + align : len;
   spin_lock(&lock);
-  if (atomic_load(&large_live) >= LARGE_MAX) {
+  if (atomic_load(&cprof__own_hot.large_live) >= LARGE_MAX) {
     spin_unlock(&lock);
     return NULL;
   }
@@ -131,7 +141,8 @@ NO_SAN static void *large_alloc(size_t n, size_t align) {
   while (atomic_load(&large_addr[i]) > 1) i = (i + 1) % LARGE_SLOTS;
   large_len[i] = len;
   atomic_store_explicit(&large_addr[i], (uintptr_t)p, memory_order_release);
-  atomic_fetch_add(&large_live, 1);
+  summary_add((uintptr_t)p, 1);
+  atomic_fetch_add(&cprof__own_hot.large_live, 1);
   stats.large_blocks++;
   stats.large_bytes += len;
   spin_unlock(&lock);
@@ -153,7 +164,7 @@ NO_SAN static bool range_ready(void) {
   size_t tail = (size_t)(m + 2 * CPROF__OWN_RANGE - (r + CPROF__OWN_RANGE));
   if (tail) cprof__sys_unmap(r + CPROF__OWN_RANGE, tail);
   range = r;
-  atomic_store_explicit(&cprof__own_tag,
+  atomic_store_explicit(&cprof__own_hot.tag,
                         (uintptr_t)r >> CPROF__OWN_RANGE_SHIFT,
                         memory_order_release);
   return true;
@@ -281,7 +292,8 @@ NO_SAN void cprof__own_free(void *p) {
     atomic_store_explicit(&large_addr[i],
                           atomic_load(&large_addr[next]) == 0 ? 0 : 1,
                           memory_order_release);
-    atomic_fetch_sub(&large_live, 1);
+    summary_add((uintptr_t)p, -1);
+    atomic_fetch_sub(&cprof__own_hot.large_live, 1);
     stats.large_blocks--;
     stats.large_bytes -= len;
     cprof__sys_unmap(p, len);

@@ -41,18 +41,67 @@
 #define CPROF__OWN_RANGE ((size_t)1 << CPROF__OWN_RANGE_SHIFT)
 #define CPROF__OWN_SMALL_MAX ((size_t)64 * 1024)
 
-/* The range's address shifted right by CPROF__OWN_RANGE_SHIFT; UINTPTR_MAX
- * (no pointer's) until it is mapped. */
-CPROF__HIDDEN extern _Atomic uintptr_t cprof__own_tag;
+/* What free() reads of this heap, in one line: the range's address
+ * shifted right by CPROF__OWN_RANGE_SHIFT (UINTPTR_MAX, no pointer's,
+ * until it is mapped), which every free() reads, and what free()'s
+ * page-boundary path reads first (cprof__own_large): the count of live
+ * large blocks, and a summary of their addresses, bit h set while some
+ * live block's page has hash h (cprof__own_summary_of). The allocator
+ * underneath puts about one block in 256 on a page boundary by chance;
+ * this line rules nearly all of those out without a cache miss of its
+ * own. Written under the heap's lock. */
+#define CPROF__OWN_SUMMARY_WORDS 6
+#define CPROF__OWN_SUMMARY_BITS (CPROF__OWN_SUMMARY_WORDS * 64)
+struct cprof__own_hot {
+  _Atomic uintptr_t tag;
+  _Atomic size_t large_live;
+  _Atomic uint64_t large_bits[CPROF__OWN_SUMMARY_WORDS];
+};
+_Static_assert(sizeof(struct cprof__own_hot) == 64, "one cache line");
+CPROF__HIDDEN extern _Alignas(64) struct cprof__own_hot cprof__own_hot;
 
 static inline __attribute__((always_inline)) bool cprof__own_small(
     const void *p) {
+#if defined(__x86_64__) && defined(__GCC_ASM_FLAG_OUTPUTS__)
+  /* free() reads this on every call: a compare with the tag in memory (an
+   * aligned word, so a relaxed atomic load) saves the load into a register
+   * that gcc makes of an atomic. */
+  bool eq;
+  uintptr_t a = (uintptr_t)p;
+  __asm__("shrq %[shift], %[a]\n\t"
+          "cmpq %[tag], %[a]"
+          : "=@cce"(eq), [a] "+r"(a)
+          : [shift] "i"(CPROF__OWN_RANGE_SHIFT), [tag] "m"(cprof__own_hot.tag)
+          : "cc");
+  return eq;
+#else
   return ((uintptr_t)p >> CPROF__OWN_RANGE_SHIFT) ==
-         atomic_load_explicit(&cprof__own_tag, memory_order_relaxed);
+         atomic_load_explicit(&cprof__own_hot.tag, memory_order_relaxed);
+#endif
 }
 
-/* Whether p is a large block of this heap. Cheap when none is live. */
-CPROF__HIDDEN bool cprof__own_large(const void *p);
+static inline unsigned cprof__own_summary_of(uintptr_t p) {
+  return (unsigned)(((p >> 12) * 0x9e3779b97f4a7c15ull) >> 32) %
+         CPROF__OWN_SUMMARY_BITS;
+}
+
+/* Whether p, with its summary bit set, is a live large block: a probe of
+ * the heap's table. */
+CPROF__HIDDEN bool cprof__own_large_listed(const void *p);
+
+/* Whether p is a large block of this heap (page aligned, its summary bit
+ * set, and in the table). */
+static inline __attribute__((always_inline)) bool cprof__own_large(
+    const void *p) {
+  uintptr_t a = (uintptr_t)p;
+  if ((a & 4095) != 0) return false;
+  unsigned h = cprof__own_summary_of(a);
+  if (CPROF__LIKELY((atomic_load_explicit(&cprof__own_hot.large_bits[h / 64],
+                                          memory_order_relaxed) >>
+                         (h % 64) & 1) == 0))
+    return false;
+  return cprof__own_large_listed(p);
+}
 
 static inline __attribute__((always_inline)) bool cprof__own_block(
     const void *p) {
