@@ -18,9 +18,10 @@
  * allocated and published.
  *
  * Publishing: the index is immutable once published. Readers add one to a
- * global reader count before they load the index pointer and subtract one
- * when done (all seq_cst). The writer stores the new pointer (seq_cst) and
- * then waits until it reads the count as zero before it frees the old index
+ * reader count (their thread's shard of it, below) before they load the
+ * index pointer and subtract one when done (all seq_cst). The writer
+ * stores the new pointer (seq_cst) and then waits until it reads every
+ * shard's count as zero before it frees the old index
  * or a table only the old index held. That is safe because all these
  * operations fall in one total order: a reader that got the old pointer
  * loaded it before the writer's store, so its increment came before the
@@ -32,8 +33,8 @@
  * store, so it gets the new index. The wait is bounded (about a second:
  * a walk takes microseconds, but a reader can be preempted); when it
  * times out, the old index stays on a retired list that a later refresh
- * (or shutdown) frees. One count for all readers means readers that never
- * pause would starve the wait; a profiler's handlers run for microseconds
+ * (or shutdown) frees. Counts that all readers share mean readers that
+ * never pause would starve the wait; a profiler's handlers run for microseconds
  * at most a few thousand times a second, which leaves the count at zero
  * nearly all the time. Readers never touch the objects' own memory, so
  * dlclose needs no further grace. Around fork, the writer lock is held so
@@ -76,7 +77,27 @@
 #define PAGE ((uintptr_t)4096)
 
 static _Atomic(cprof__cfi_index *) current_index;
-static atomic_long readers;
+
+/* The reader count, split in shards of a cache line each, a thread's
+ * shard chosen by its thread pointer: every walk adds to its count and
+ * subtracts from it, and with one count for all threads that line went
+ * from core to core at every sample two threads took in turn. The
+ * argument above holds for each shard, as a reader's pair of operations
+ * is on one shard; the writer waits for every shard to read zero. */
+#define READER_SHARDS 16
+static struct {
+  _Alignas(64) atomic_long n;
+} readers[READER_SHARDS];
+
+CPROF__SIGNAL_SAFE static inline atomic_long *reader_count(void) {
+#if defined(__x86_64__) || defined(__aarch64__)
+  uintptr_t tp = (uintptr_t)__builtin_thread_pointer();
+  return &readers[(tp >> 12) * 0x9e3779b97f4a7c15ull >> 60].n;
+#else
+  return &readers[0].n;
+#endif
+}
+_Static_assert(READER_SHARDS == 16, "the shard is a hash's top 4 bits");
 static CPROF__FORK_LOCK cprof__spin writer_lock;
 CPROF__SPIN_FUNCTIONS()
 
@@ -90,15 +111,25 @@ static struct {
 } w;
 
 CPROF__SIGNAL_SAFE const cprof__cfi_index *cprof__cfi_read_begin(void) {
-  atomic_fetch_add_explicit(&readers, 1, memory_order_seq_cst);
+  atomic_long *n = reader_count();
+  atomic_fetch_add_explicit(n, 1, memory_order_seq_cst);
   const cprof__cfi_index *idx =
       atomic_load_explicit(&current_index, memory_order_seq_cst);
-  if (!idx) atomic_fetch_sub_explicit(&readers, 1, memory_order_seq_cst);
+  if (!idx) atomic_fetch_sub_explicit(n, 1, memory_order_seq_cst);
   return idx;
 }
 
 CPROF__SIGNAL_SAFE void cprof__cfi_read_end(const cprof__cfi_index *idx) {
-  if (idx) atomic_fetch_sub_explicit(&readers, 1, memory_order_seq_cst);
+  if (idx) atomic_fetch_sub_explicit(reader_count(), 1, memory_order_seq_cst);
+}
+
+/* Whether some reader holds an index (the writer's load of the counts,
+ * after its store of the new pointer). */
+static bool readers_active(void) {
+  for (int i = 0; i < READER_SHARDS; i++)
+    if (atomic_load_explicit(&readers[i].n, memory_order_seq_cst) != 0)
+      return true;
+  return false;
 }
 
 /* Bumped by every refresh that publishes a new index. */
@@ -125,8 +156,7 @@ static void index_free(cprof__cfi_index *idx) {
 static void reclaim(int64_t max_ns) {
   if (!w.retired) return;
   int64_t deadline = 0;
-  for (int spins = 0;
-       atomic_load_explicit(&readers, memory_order_seq_cst) != 0; spins++) {
+  for (int spins = 0; readers_active(); spins++) {
     if (max_ns <= 0) return;
     if (spins == 0) deadline = cprof__mono_ns() + max_ns;
     if (spins < 100) {
@@ -164,7 +194,8 @@ static void atfork_prepare(void) { lock_writer(); }
 static void atfork_parent(void) { unlock_writer(); }
 
 static void atfork_child(void) {
-  atomic_store_explicit(&readers, 0, memory_order_seq_cst);
+  for (int i = 0; i < READER_SHARDS; i++)
+    atomic_store_explicit(&readers[i].n, 0, memory_order_seq_cst);
   spin_release_stale(&writer_lock);
 }
 

@@ -1403,6 +1403,57 @@ static void test_concurrent(void) {
   cprof__cfi_read_end(idx);
 }
 
+/* Readers that hold the index on several threads (each counted in its
+ * thread's shard of the reader count) keep it from being freed: a refresh
+ * that replaces it waits out its grace period and retires it, and the
+ * next refresh after they let go frees it. */
+static atomic_int holders_go;
+
+static void *holder(void *arg) {
+  const cprof__cfi_index **out = arg;
+  *out = cprof__cfi_read_begin();
+  atomic_fetch_add(&readers_started, 1);
+  while (!atomic_load(&holders_go)) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  cprof__cfi_read_end(*out);
+  return NULL;
+}
+
+static void test_held(void) {
+  enum { N = 6 };
+  pthread_t t[N];
+  const cprof__cfi_index *held[N];
+  char path[4200];
+  CHECK_EQ_INT(cprof__cfi_refresh(), 0);
+  cprof__cfi_stats_t s0, s1, s2;
+  cprof__cfi_stats(&s0);
+  CHECK_EQ_INT(s0.retired, 0);
+  atomic_store(&readers_started, 0);
+  atomic_store(&holders_go, 0);
+  for (int i = 0; i < N; i++)
+    CHECK_EQ_INT(pthread_create(&t[i], NULL, holder, &held[i]), 0);
+  while (atomic_load(&readers_started) < N) sched_yield();
+  void *h = open_unloadable(path, sizeof path);
+  CHECK(h != NULL);
+  int64_t t0 = now_ns();
+  CHECK_EQ_INT(cprof__cfi_refresh(), 0);
+  int64_t waited = now_ns() - t0;
+  cprof__cfi_stats(&s1);
+  CHECK_EQ_INT(s1.rebuilds, s0.rebuilds + 1);
+  CHECK_EQ_INT(s1.retired, 1);
+  /* The grace period is about a second. */
+  CHECK(waited > 500000000ll);
+  atomic_store(&holders_go, 1);
+  for (int i = 0; i < N; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < N; i++) CHECK(held[i] != NULL && held[i] == held[0]);
+  if (h) dlclose(h);
+  CHECK_EQ_INT(cprof__cfi_refresh(), 0);
+  cprof__cfi_stats(&s2);
+  CHECK_EQ_INT(s2.retired, 0);
+}
+
 /* A child forked while another thread is mid-walk starts with no readers
  * (else its first rebuild would wait out the whole grace period) and with
  * the writer lock free. */
@@ -1511,6 +1562,7 @@ int main(void) {
   RUN(test_known);
   RUN(test_unwind);
   RUN(test_concurrent);
+  RUN(test_held);
   RUN(test_fork);
   RUN(test_fork_refreshing);
 #else
