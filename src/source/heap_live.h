@@ -39,6 +39,9 @@ struct cprof__heap_hot {
   _Atomic uint64_t unaligned_live;
   _Atomic uint64_t listed; /* blocks in the live set */
   _Atomic unsigned region_chunks; /* chunks cprof__heap_in_region reads */
+  /* Set once the sampler is set up (heap_sampler.c): read at every
+   * sample, so kept in this line rather than one that samples write. */
+  _Atomic bool set_up;
   _Atomic(cprof__agg *) samples;
   /* The sampled blocks off a page boundary that found no slot, and how
    * many slots hold an address of each hash (cprof__heap_unaligned). */

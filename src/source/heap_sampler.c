@@ -17,7 +17,7 @@
  * CPROF_HEAP_RATE is made inside the guard). cprof__heap_record runs
  * inside the guard too, so that what the functions it calls allocate is
  * neither sampled nor charged, and it keeps errno. Nothing is sampled
- * before the setup has run (cprof__heap_is_set_up).
+ * before the setup has run (cprof__heap_hot.set_up).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -187,10 +187,9 @@ NO_SAN bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
 extern char **environ;
 enum { RATE_UNREAD, RATE_READING, RATE_READ };
 static _Atomic int rate_state;
-/* Nothing is sampled before the module is set up (by a constructor): until
- * then the runtime under us (a sanitizer's, say) may not be ready for
- * anything but allocation. */
-_Atomic bool cprof__heap_is_set_up;
+/* Nothing is sampled before the module is set up (by a constructor,
+ * cprof__heap_hot.set_up): until then the runtime under us (a
+ * sanitizer's, say) may not be ready for anything but allocation. */
 
 static void read_rate(void) {
   int unread = RATE_UNREAD;
@@ -217,6 +216,10 @@ static __thread unsigned tsan_allocs CPROF__TLS;
 #endif
 
 NO_SAN __attribute__((noinline)) bool cprof__heap_countdown_expired(size_t n) {
+  if (CPROF__UNLIKELY(!atomic_load_explicit(&cprof__heap_hot.set_up,
+                                            memory_order_acquire)) ||
+      cprof__guarded())
+    return false;
 #ifdef __SANITIZE_THREAD__
   if (tsan_allocs < TSAN_START_ALLOCS) {
     if (tsan_allocs == 0 && syscall(SYS_gettid) == getpid())
@@ -373,30 +376,36 @@ static __thread uint32_t tls_samples CPROF__TLS;
 /* Called by the allocator functions only, which all live in
  * cprof_alloc_text: the stack starts at the first frame outside it, the
  * application's call site. */
-/* Bumped by every recorded sample. The heap-peak tracker, after an
+/* seq is bumped by every recorded sample. The heap-peak tracker, after an
  * interval in which none was taken, sleeps on it (cprof__heap_wait_sample)
  * with sleeper set, and the next sample wakes it: an idle program's
- * tracker does not wake at all. */
-static _Atomic uint32_t sample_seq;
-static _Atomic bool sample_sleeper;
+ * tracker does not wake at all. In a line of their own (the struct's
+ * alignment is its size): every sample writes the count, and what shared
+ * its line went from core to core with it (the set-up flag did, read at
+ * every sample). */
+static struct {
+  _Alignas(64) _Atomic uint32_t seq;
+  _Atomic bool sleeper;
+} sample_wake;
 
-uint32_t cprof__heap_sample_seq(void) { return atomic_load(&sample_seq); }
+uint32_t cprof__heap_sample_seq(void) { return atomic_load(&sample_wake.seq); }
 
 void cprof__heap_wait_sample(uint32_t seen) {
   /* Sequentially consistent, as the sampler's side: either it sees
    * sleeper set, or this sees its new count. */
-  atomic_store(&sample_sleeper, true);
-  while (atomic_load(&sample_seq) == seen)
-    cprof__sys4(SYS_futex, (long)(uintptr_t)&sample_seq, FUTEX_WAIT_PRIVATE,
-                (long)seen, 0);
+  atomic_store(&sample_wake.sleeper, true);
+  while (atomic_load(&sample_wake.seq) == seen)
+    cprof__sys4(SYS_futex, (long)(uintptr_t)&sample_wake.seq,
+                FUTEX_WAIT_PRIVATE, (long)seen, 0);
 }
 
 /* After a sample: counts it, and wakes a sleeping tracker. Signal-safe. */
 static inline void sample_taken(void) {
-  atomic_fetch_add(&sample_seq, 1);
-  if (atomic_load(&sample_sleeper) && atomic_exchange(&sample_sleeper, false))
-    cprof__sys4(SYS_futex, (long)(uintptr_t)&sample_seq, FUTEX_WAKE_PRIVATE,
-                INT_MAX, 0);
+  atomic_fetch_add(&sample_wake.seq, 1);
+  if (atomic_load(&sample_wake.sleeper) &&
+      atomic_exchange(&sample_wake.sleeper, false))
+    cprof__sys4(SYS_futex, (long)(uintptr_t)&sample_wake.seq,
+                FUTEX_WAKE_PRIVATE, INT_MAX, 0);
 }
 
 CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
@@ -476,7 +485,7 @@ CPROF__ALLOC_TEXT __attribute__((noinline)) void cprof__heap_record(
 NO_SAN bool cprof__heap_take(size_t n) { return cprof__heap_should_sample(n); }
 
 NO_SAN bool cprof__heap_ready(void) {
-  return atomic_load_explicit(&cprof__heap_is_set_up, memory_order_acquire);
+  return atomic_load_explicit(&cprof__heap_hot.set_up, memory_order_acquire);
 }
 
 NO_SAN uint64_t cprof__heap_hold(void) {
@@ -527,7 +536,7 @@ static void init_once_fn(void) {
   atomic_store_explicit(&cprof__heap_hot.samples, agg, memory_order_release);
   find_operator_new();
   cprof__heap_reseed();
-  atomic_store_explicit(&cprof__heap_is_set_up, true, memory_order_release);
+  atomic_store_explicit(&cprof__heap_hot.set_up, true, memory_order_release);
   cprof__guard_exit();
 }
 

@@ -184,22 +184,19 @@ CPROF__HIDDEN bool cprof__heap_release(void *p);
  * For the malloc family (heap_interpose.c): the countdown's test, inline
  * as malloc's own, and the setup's calls between the files.
  */
-/* Set once the sampler is set up (cprof__heap_sampler_init). */
-CPROF__HIDDEN extern _Atomic bool cprof__heap_is_set_up;
-/* The countdown ran out (or was never drawn): reads the rate if it is not
- * yet read, draws the next countdown, and says whether the allocation of
- * n bytes is sampled. */
+/* The countdown ran out (or was never drawn, or is parked): says whether
+ * the allocation of n bytes is sampled, false before the sampler is set
+ * up and on a guarded thread; otherwise reads the rate if it is not yet
+ * read and draws the next countdown. */
 CPROF__HIDDEN bool cprof__heap_countdown_expired(size_t n);
 
 /* Whether the calling thread's allocation of n bytes is sampled. The
- * profiler's own allocations neither sample nor move the countdown. */
+ * profiler's own allocations neither sample nor move the countdown: a
+ * guarded thread's countdown is parked at 0, as a thread's is before its
+ * first draw, so both go to cprof__heap_countdown_expired, which tests
+ * the set-up (before set-up nothing instrumented, such as the guard in
+ * mem.c, may run) and the guard. */
 CPROF__HEAP_NO_SAN static inline bool cprof__heap_should_sample(size_t n) {
-  /* Before set-up nothing is sampled, and nothing instrumented (the guard
-   * lives in mem.c) may run: see cprof__heap_countdown_expired(). */
-  if (CPROF__UNLIKELY(
-          !atomic_load_explicit(&cprof__heap_is_set_up, memory_order_acquire)))
-    return false;
-  if (cprof__guarded()) return false;
   cprof__heap_sampler *s = &cprof__heap_tls;
   if (CPROF__LIKELY(n < s->countdown)) {
     s->countdown -= n;
