@@ -1410,12 +1410,68 @@ static int sym_order(const void *a, const void *b) {
 }
 
 /* Whether a symbol of the table may name code: a named function, or an
- * untyped symbol (assembly), defined in a section. */
+ * untyped symbol (assembly), defined in a section. A name is known to be
+ * there by its offset in the string table, not by its first byte: reading
+ * that for each of a compiler's 31,000 symbols took a cache miss each, and
+ * faulted in the string table's pages. */
 static bool is_code_sym(const char *name, const GElf_Sym *sym,
                         GElf_Word shndx) {
   int type = GELF_ST_TYPE(sym->st_info);
-  return name && *name && shndx != SHN_UNDEF && shndx != SHN_ABS &&
+  return name && sym->st_name != 0 && shndx != SHN_UNDEF &&
+         shndx != SHN_ABS &&
          (type == STT_FUNC || type == STT_GNU_IFUNC || type == STT_NOTYPE);
+}
+
+/* Sorts syms[0..n) in sym_order's order. They were appended in index
+ * order, so a stable sort on (address, global first, sized first) keeps
+ * index order among equals: a least-significant-digit radix sort, a
+ * counting pass on the two flags and then 11 bits of the address at a
+ * time, as many passes as the addresses' span needs (three for a
+ * compiler's 30 MB of code). qsort took 14% of a compiler's exit dump
+ * for its 31,000 symbols. Falls back to qsort without memory for the
+ * second buffer. */
+#define SORT_BITS 11
+static void sort_syms(func_sym *syms, size_t n) {
+  if (n < 2) return;
+  func_sym *tmp = cprof__malloc(n * sizeof *tmp);
+  size_t *count = cprof__malloc(((size_t)1 << SORT_BITS) * sizeof *count);
+  if (!tmp || !count) {
+    cprof__free(tmp);
+    cprof__free(count);
+    qsort(syms, n, sizeof *syms, sym_order);
+    return;
+  }
+  uint64_t lo = UINT64_MAX, hi = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (syms[i].addr < lo) lo = syms[i].addr;
+    if (syms[i].addr > hi) hi = syms[i].addr;
+  }
+  unsigned span = hi > lo ? 64 - (unsigned)__builtin_clzll(hi - lo) : 0;
+  func_sym *from = syms, *to = tmp;
+  /* The flags first (digit 0..3), then the address's digits. */
+  for (int pass = -1; pass * SORT_BITS < (int)span; pass++) {
+    size_t buckets = pass < 0 ? 4 : (size_t)1 << SORT_BITS;
+    memset(count, 0, buckets * sizeof *count);
+#define DIGIT(f)                                                           \
+  (pass < 0 ? (size_t)(((f)->index & SYM_GLOBAL) ? 0 : 2) + ((f)->size == 0) \
+            : (size_t)(((f)->addr - lo) >> (pass * SORT_BITS)) &           \
+                  (((size_t)1 << SORT_BITS) - 1))
+    for (size_t i = 0; i < n; i++) count[DIGIT(&from[i])]++;
+    size_t at = 0;
+    for (size_t b = 0; b < buckets; b++) {
+      size_t c = count[b];
+      count[b] = at;
+      at += c;
+    }
+    for (size_t i = 0; i < n; i++) to[count[DIGIT(&from[i])]++] = from[i];
+#undef DIGIT
+    func_sym *t = from;
+    from = to;
+    to = t;
+  }
+  if (from != syms) memcpy(syms, from, n * sizeof *syms);
+  cprof__free(tmp);
+  cprof__free(count);
 }
 
 static module_syms *syms_of(Dwfl_Module *mod) {
@@ -1455,7 +1511,7 @@ static module_syms *syms_of(Dwfl_Module *mod) {
     };
   }
   m->files = marks;
-  qsort(m->syms, m->n, sizeof *m->syms, sym_order);
+  sort_syms(m->syms, m->n);
   return m;
 }
 
@@ -1529,7 +1585,7 @@ static bool find_sym(Dwfl_Module *mod, uint64_t pc, sym_hit *out) {
   }
   if (!hit) hit = sizeless;
   const char *name = hit ? sym_name(mod, hit, NULL) : NULL;
-  if (!name) return false;
+  if (!name || !*name) return false;
   *out = (sym_hit){hit->addr, hit->size, name, sym_file(m, hit)};
   return true;
 }

@@ -282,6 +282,35 @@ static void test_dlopen(void) {
   check_dlopen("libm.so.6", "cbrt");
 }
 
+/* The name of the function at pc in a library without debug information,
+ * where symbols share addresses (progs/libsymorder.c): the global one over
+ * the local one listed first, a sized function over a label. */
+static void test_symbol_order(void) {
+  char exe[4096], path[4200];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  CHECK(n > 0);
+  if (n <= 0) return;
+  exe[n] = 0;
+  *strrchr(exe, '/') = 0;
+  snprintf(path, sizeof path, "%s/progs/libsymorder.so", exe);
+  void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  CHECK(h != NULL);
+  if (!h) return;
+  static const char *names[] = {"symorder_pair", "symorder_after"};
+  cprof__sym_lock();
+  CHECK_EQ_INT(cprof__sym_refresh(), 0);
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    void *fn = dlsym(h, names[i]);
+    CHECK(fn != NULL);
+    if (!fn) continue;
+    const cprof__sym_result *r = cprof__sym_lookup((uintptr_t)fn + 2);
+    dump(names[i], r);
+    CHECK(r && r->nframes == 1 && strcmp(r->frames[0].name, names[i]) == 0);
+  }
+  cprof__sym_unlock();
+  dlclose(h);
+}
+
 /* A refresh without a change keeps the cache (and the results). */
 static void test_refresh_keeps_cache(void) {
   cprof__sym_lock();
@@ -534,6 +563,7 @@ int main(int argc, char **argv) {
   RUN(test_scan_image);
   RUN(test_refresh_keeps_cache);
   RUN(test_dlopen);
+  RUN(test_symbol_order);
   RUN(test_held_saves);
   RUN(test_callee_from_copies);
   RUN(test_call_kept);
