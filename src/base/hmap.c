@@ -72,11 +72,27 @@ void cprof__hmap_free(cprof__hmap *h) {
   memset(h, 0, sizeof *h);
 }
 
+/* Eight bytes a step: FNV-1a's step a byte made a multiply's latency a
+ * byte, and hashing the names and files a dump interns (C++ names of a
+ * hundred bytes and more) was 3-4% of a compiler's exit dump by perf. */
 uint64_t cprof__hash_bytes(uint64_t h, const void *data, size_t n) {
   const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
+  const uint64_t k = 0x9e3779b97f4a7c15ull;
+  h ^= (uint64_t)n * k;
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    h = (h ^ w) * k;
+    h ^= h >> 32;
   }
+  if (n) {
+    uint64_t w = 0;
+    for (size_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
+    h = (h ^ w) * k;
+    h ^= h >> 32;
+  }
+  h ^= h >> 29;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 32;
   return h ? h : 1;
 }

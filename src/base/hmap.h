@@ -24,8 +24,10 @@ CPROF__HIDDEN bool cprof__hmap_get(const cprof__hmap *h, uint64_t key,
                                    uint64_t *val);
 CPROF__HIDDEN void cprof__hmap_free(cprof__hmap *h);
 
-/* 64-bit FNV-1a of a byte string continuing from h (start with
- * CPROF__HASH_SEED); never returns 0. */
+/* A 64-bit hash of a byte string continuing from h (start with
+ * CPROF__HASH_SEED), eight bytes a step, every bit of the result mixed
+ * (its low bits index tables as they are); never returns 0. For tables in
+ * memory only: nothing stored keeps one. */
 #define CPROF__HASH_SEED 0xcbf29ce484222325ull
 CPROF__HIDDEN uint64_t cprof__hash_bytes(uint64_t h, const void *data,
                                          size_t n);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "base/hmap.h"
 #include "base/mem.h"
 #include "encode/pprof.h"
 #include "encode/pprof_wire.h"
@@ -216,12 +217,7 @@ static void emit_msg(cprof__pprof *p, int field) {
  * string until finish() writes the table in index order. */
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 1099511628211ull;
-  }
-  return h;
+  return cprof__hash_bytes(CPROF__HASH_SEED, s, n);
 }
 
 static const char *arena_copy(cprof__pprof *p, const char *s, size_t n) {
