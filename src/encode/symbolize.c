@@ -169,9 +169,16 @@ static CPROF__FORK_LOCK pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void sym_fork_init(void);
 
+/* The process's id while the lock is held, for the reads of its own
+ * memory (process_vm_readv names the process): asked once a lock rather
+ * than at each of a dump's few thousand reads. A fork child takes the
+ * lock afresh, so it never reads its parent's memory. */
+static pid_t locked_pid;
+
 void cprof__sym_lock(void) {
   pthread_once(&fork_once, sym_fork_init);
   cprof__lock(&sym_mu);
+  locked_pid = getpid();
 }
 static void code_pages_forget(void);
 
@@ -1716,7 +1723,7 @@ static const unsigned char *code_page_at(uint64_t page) {
   struct iovec local = {c->bytes, CODE_PAGE},
                remote = {(void *)(uintptr_t)page, CODE_PAGE};
   c->generation = 0;
-  if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) !=
+  if (process_vm_readv(locked_pid, &local, 1, &remote, 1, 0) !=
       (ssize_t)CODE_PAGE)
     return NULL;
   c->page = page;
@@ -1729,7 +1736,7 @@ static bool read_mem(uint64_t addr, void *out, size_t len) {
   if (addr < 4096 || len > CODE_PAGE || addr > UINT64_MAX - len) return false;
   if (code_reads < CODE_DIRECT) {
     code_reads++;
-    return cprof__safe_read((uintptr_t)addr, out, len);
+    return cprof__safe_read_in(locked_pid, (uintptr_t)addr, out, len);
   }
   uint64_t page = addr & ~(CODE_PAGE - 1), end = addr + len;
   size_t first =
@@ -1737,7 +1744,7 @@ static bool read_mem(uint64_t addr, void *out, size_t len) {
   const unsigned char *a = code_page_at(page);
   const unsigned char *b = first < len ? code_page_at(page + CODE_PAGE) : a;
   if (!a || !b) /* a page that cannot be copied whole: read just the bytes */
-    return cprof__safe_read((uintptr_t)addr, out, len);
+    return cprof__safe_read_in(locked_pid, (uintptr_t)addr, out, len);
   memcpy(out, a + (addr - page), first);
   if (first < len) memcpy((unsigned char *)out + first, b, len - first);
   return true;
@@ -1777,7 +1784,8 @@ static bool read_bulk(uint64_t addr, void *out, size_t len) {
   if (S.image) return read_image(addr, out, len);
   if (addr < 4096 || addr > UINTPTR_MAX - len) return false;
   struct iovec local = {out, len}, remote = {(void *)(uintptr_t)addr, len};
-  return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)len;
+  return process_vm_readv(locked_pid, &local, 1, &remote, 1, 0) ==
+         (ssize_t)len;
 }
 
 static const hdr_copy *hdr_copy_of(uint64_t hdr) {
