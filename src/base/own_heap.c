@@ -72,8 +72,8 @@ static cprof__own_stats stats;
 
 /* Large blocks: address and length, open addressing, linear probing.
  * Slots are written under the lock; lookups read them without it, and
- * only for an address whose summary bit is set (own_heap.h). A freed slot becomes a tombstone
- * (1) unless the next slot is empty. */
+ * only for an address whose summary bit is set (own_heap.h). A freed
+ * slot becomes a tombstone (1) unless the next slot is empty. */
 #define LARGE_SLOTS 2048
 #define LARGE_MAX 1024 /* live at once; more go to the allocator underneath */
 static _Atomic uintptr_t large_addr[LARGE_SLOTS];
