@@ -78,6 +78,7 @@ static cprof__own_stats stats;
 #define LARGE_MAX 1024 /* live at once; more go to the allocator underneath */
 static _Atomic uintptr_t large_addr[LARGE_SLOTS];
 static size_t large_len[LARGE_SLOTS];
+static size_t large_live; /* under the lock */
 
 _Alignas(64) struct cprof__own_hot cprof__own_hot = {.tag = UINTPTR_MAX};
 static uint16_t large_hashed[CPROF__OWN_SUMMARY_BITS]; /* under the lock */
@@ -121,7 +122,7 @@ NO_SAN static void *large_alloc(size_t n, size_t align) {
   if (len == 0) len = PAGE;
   size_t map = align > PAGE ? len + align : len;
   spin_lock(&lock);
-  if (atomic_load(&cprof__own_hot.large_live) >= LARGE_MAX) {
+  if (large_live >= LARGE_MAX) {
     spin_unlock(&lock);
     return NULL;
   }
@@ -142,7 +143,7 @@ NO_SAN static void *large_alloc(size_t n, size_t align) {
   large_len[i] = len;
   atomic_store_explicit(&large_addr[i], (uintptr_t)p, memory_order_release);
   summary_add((uintptr_t)p, 1);
-  atomic_fetch_add(&cprof__own_hot.large_live, 1);
+  large_live++;
   stats.large_blocks++;
   stats.large_bytes += len;
   spin_unlock(&lock);
@@ -293,7 +294,7 @@ NO_SAN void cprof__own_free(void *p) {
                           atomic_load(&large_addr[next]) == 0 ? 0 : 1,
                           memory_order_release);
     summary_add((uintptr_t)p, -1);
-    atomic_fetch_sub(&cprof__own_hot.large_live, 1);
+    large_live--;
     stats.large_blocks--;
     stats.large_bytes -= len;
     cprof__sys_unmap(p, len);

@@ -44,17 +44,16 @@
 /* What free() reads of this heap, in one line: the range's address
  * shifted right by CPROF__OWN_RANGE_SHIFT (UINTPTR_MAX, no pointer's,
  * until it is mapped), which every free() reads, and what free()'s
- * page-boundary path reads first (cprof__own_large): the count of live
- * large blocks, and a summary of their addresses, bit h set while some
- * live block's page has hash h (cprof__own_summary_of). The allocator
- * underneath puts about one block in 256 on a page boundary by chance;
- * this line rules nearly all of those out without a cache miss of its
- * own. Written under the heap's lock. */
-#define CPROF__OWN_SUMMARY_WORDS 6
+ * page-boundary path reads first (cprof__own_large): a summary of the
+ * live large blocks' addresses, bit h set while some live block's page
+ * has hash h (cprof__own_summary_of). The allocator underneath puts about
+ * one block in 256 on a page boundary by chance; this line rules nearly
+ * all of those out without a cache miss of its own. Written under the
+ * heap's lock. */
+#define CPROF__OWN_SUMMARY_WORDS 7
 #define CPROF__OWN_SUMMARY_BITS (CPROF__OWN_SUMMARY_WORDS * 64)
 struct cprof__own_hot {
   _Atomic uintptr_t tag;
-  _Atomic size_t large_live;
   _Atomic uint64_t large_bits[CPROF__OWN_SUMMARY_WORDS];
 };
 _Static_assert(sizeof(struct cprof__own_hot) == 64, "one cache line");
