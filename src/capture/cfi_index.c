@@ -34,12 +34,12 @@
  * a walk takes microseconds, but a reader can be preempted); when it
  * times out, the old index stays on a retired list that a later refresh
  * (or shutdown) frees. Counts that all readers share mean readers that
- * never pause would starve the wait; a profiler's handlers run for microseconds
- * at most a few thousand times a second, which leaves the count at zero
- * nearly all the time. Readers never touch the objects' own memory, so
- * dlclose needs no further grace. Around fork, the writer lock is held so
- * that a child never inherits it taken, and the child, which has no other
- * threads, starts with no readers.
+ * never pause would starve the wait; a profiler's handlers run for
+ * microseconds at most a few thousand times a second, which leaves the
+ * counts at zero nearly all the time. Readers never touch the objects'
+ * own memory, so dlclose needs no further grace. Around fork, the writer
+ * lock is held so that a child never inherits it taken, and the child,
+ * which has no other threads, starts with no readers.
  */
 #include <elf.h>
 #include <errno.h>

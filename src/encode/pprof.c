@@ -216,10 +216,6 @@ static void emit_msg(cprof__pprof *p, int field) {
 /* The string table is append-only: an index, once returned, names the same
  * string until finish() writes the table in index order. */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  return cprof__hash_bytes(CPROF__HASH_SEED, s, n);
-}
-
 static const char *arena_copy(cprof__pprof *p, const char *s, size_t n) {
   arena_block *head = p->arena;
   if (head && head->cap - head->used >= n) {
@@ -266,7 +262,7 @@ static int grow_slots(cprof__pprof *p) {
 int64_t cprof__pprof_string(cprof__pprof *p, const char *s) {
   if (!p || !s || !*s || p->err) return 0;
   size_t len = strlen(s);
-  uint64_t hash = hash_bytes(s, len);
+  uint64_t hash = cprof__hash_bytes(CPROF__HASH_SEED, s, len);
   size_t mask = p->nslots - 1;
   size_t j = (size_t)hash & mask;
   for (; p->slots[j]; j = (j + 1) & mask) {

@@ -39,7 +39,9 @@ struct cprof__heap_hot {
   _Atomic uint64_t unaligned_live;
   _Atomic uint64_t listed; /* blocks in the live set */
   _Atomic unsigned region_chunks; /* chunks cprof__heap_in_region reads */
-  /* Set once the sampler is set up (heap_sampler.c): read at every
+  /* Set once the sampler is set up, by a constructor (heap_sampler.c):
+   * nothing is sampled before, when the runtime under us (a sanitizer's,
+   * say) may not be ready for anything but allocation. Read at every
    * sample, so kept in this line rather than one that samples write. */
   _Atomic bool set_up;
   _Atomic(cprof__agg *) samples;

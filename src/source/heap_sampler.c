@@ -187,9 +187,6 @@ NO_SAN bool cprof__heap_sampler_expired(cprof__heap_sampler *s, uint64_t rate,
 extern char **environ;
 enum { RATE_UNREAD, RATE_READING, RATE_READ };
 static _Atomic int rate_state;
-/* Nothing is sampled before the module is set up (by a constructor,
- * cprof__heap_hot.set_up): until then the runtime under us (a
- * sanitizer's, say) may not be ready for anything but allocation. */
 
 static void read_rate(void) {
   int unread = RATE_UNREAD;
