@@ -172,6 +172,10 @@ CPROF__HIDDEN void cprof__stack_refresh(void);
  * changed (objects were loaded or unloaded since the last refresh). */
 CPROF__HIDDEN bool cprof__stack_refresh_try(void);
 
+/* Whether walks read each thread's last walk before the rule cache (on
+ * unless a test or a benchmark turns it off, to compare). */
+CPROF__HIDDEN void cprof__stack_memo_set_for_tests(bool on);
+
 /* The bytes of stack below the caller's frame that a signal handler may
  * still use: on the thread's own stack (bounds cached) or on the
  * alternate signal stack it runs on; on any other stack (a coroutine's, a

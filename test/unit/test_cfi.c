@@ -29,6 +29,7 @@
 #include "capture/cfi.h"
 #include "capture/cfi_build.h"
 #include "capture/cfi_index.h"
+#include "capture/stack.h"
 #include "testutil.h"
 
 #if defined(__clang__)
@@ -1454,6 +1455,147 @@ static void test_held(void) {
   CHECK_EQ_INT(s2.retired, 0);
 }
 
+/*
+ * (f) The walker's memory of each thread's last walk (capture/stack.c): a
+ * frame whose stack pointer and pc the last walk had takes that walk's
+ * rule, and only then. memo_a and memo_b push three words each, so they
+ * call at one stack pointer when memo_outer calls either from its one
+ * call site, but they keep rbp in different slots and call with a plain
+ * value in rbp. memo_outer finds its CFA from rbp, so only memo_b's own
+ * rule (rbp at CFA - 16, the word below it 8) gets a walk through
+ * memo_outer after a walk through memo_a (rbp at CFA - 24): a walker that
+ * matched the stack pointer alone would take rbp = 8 and stop there.
+ */
+__asm__(".text\n"
+        ".p2align 4\n"
+        ".globl memo_outer\n"
+        ".hidden memo_outer\n"
+        ".type memo_outer, @function\n"
+        "memo_outer:\n" /* long memo_outer(fn, cb, x): fn(cb, x) */
+        ".cfi_startproc\n"
+        "pushq %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset 6, -16\n"
+        "movq %rsp, %rbp\n"
+        ".cfi_def_cfa_register 6\n"
+        "movq %rdi, %rax\n"
+        "movq %rsi, %rdi\n"
+        "movq %rdx, %rsi\n"
+        "call *%rax\n"
+        "memo_outer_ret:\n"
+        "popq %rbp\n"
+        ".cfi_def_cfa 7, 8\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size memo_outer, .-memo_outer\n"
+        ".p2align 4\n"
+        ".globl memo_a\n"
+        ".hidden memo_a\n"
+        ".type memo_a, @function\n"
+        "memo_a:\n" /* long memo_a(cb, x): cb(x), rbp saved at CFA - 24 */
+        ".cfi_startproc\n"
+        "pushq %r12\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset 12, -16\n"
+        "pushq %rbp\n"
+        ".cfi_def_cfa_offset 24\n"
+        ".cfi_offset 6, -24\n"
+        "pushq %rbx\n"
+        ".cfi_def_cfa_offset 32\n"
+        ".cfi_offset 3, -32\n"
+        "movq %rdi, %r12\n"
+        "movq %rsi, %rdi\n"
+        "movq $1, %rbp\n"
+        "call *%r12\n"
+        "popq %rbx\n"
+        ".cfi_def_cfa_offset 24\n"
+        "popq %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        "popq %r12\n"
+        ".cfi_def_cfa_offset 8\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size memo_a, .-memo_a\n"
+        ".p2align 4\n"
+        ".globl memo_b\n"
+        ".hidden memo_b\n"
+        ".type memo_b, @function\n"
+        "memo_b:\n" /* long memo_b(cb, x): cb(x), rbp saved at CFA - 16 */
+        ".cfi_startproc\n"
+        "pushq %rbp\n"
+        ".cfi_def_cfa_offset 16\n"
+        ".cfi_offset 6, -16\n"
+        "pushq $8\n"
+        ".cfi_def_cfa_offset 24\n"
+        "pushq %rbx\n"
+        ".cfi_def_cfa_offset 32\n"
+        ".cfi_offset 3, -32\n"
+        "movq %rdi, %rax\n"
+        "movq %rsi, %rdi\n"
+        "movq $1, %rbp\n"
+        "call *%rax\n"
+        "popq %rbx\n"
+        ".cfi_def_cfa_offset 24\n"
+        "addq $8, %rsp\n"
+        ".cfi_def_cfa_offset 16\n"
+        "popq %rbp\n"
+        ".cfi_def_cfa_offset 8\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size memo_b, .-memo_b\n");
+typedef long (*memo_cb)(long);
+HIDDEN_SYM long memo_outer(long (*fn)(memo_cb, long), memo_cb cb, long x);
+HIDDEN_SYM long memo_a(memo_cb cb, long x);
+HIDDEN_SYM long memo_b(memo_cb cb, long x);
+HIDDEN_SYM extern const char memo_outer_ret[];
+
+static uintptr_t memo_pcs[CPROF__STACK_BUF];
+static size_t memo_n;
+
+NOINLINE static long memo_walk_cb(long x) {
+  memo_n = cprof__stack_walk_here(memo_pcs, CPROF__STACK_BUF, 0);
+  return x + 1;
+}
+
+static bool memo_has(uintptr_t lo, uintptr_t hi) {
+  for (size_t i = 0; i < memo_n; i++)
+    if (memo_pcs[i] >= lo && memo_pcs[i] < hi) return true;
+  return false;
+}
+
+NOINLINE static void test_memo(void) {
+  CHECK_EQ_INT(cprof__cfi_refresh(), 0);
+  uintptr_t me = (uintptr_t)test_memo, ret = (uintptr_t)memo_outer_ret;
+  uintptr_t first[CPROF__STACK_BUF];
+  size_t nfirst = 0;
+  for (int on = 1; on >= 0; on--) {
+    cprof__stack_memo_set_for_tests(on);
+    for (int i = 0; i < 8; i++) {
+      long (*fn)(memo_cb, long) = (i & 2) ? memo_b : memo_a;
+      memo_n = 0;
+      CHECK_EQ_INT(memo_outer(fn, memo_walk_cb, i), i + 1);
+      /* cb, memo_a or memo_b, memo_outer, this function, ... main */
+      bool ok = memo_n > 4 &&
+                memo_has((uintptr_t)fn, (uintptr_t)fn + 64) &&
+                memo_has(ret - 1, ret) && memo_has(me, me + 2048);
+      if (!ok)
+        fprintf(stderr, "memo %s, walk %d through %s: %zu frames\n",
+                on ? "on" : "off", i, (i & 2) ? "memo_b" : "memo_a", memo_n);
+      CHECK(ok);
+      /* A walk the memory served is the walk without it. */
+      if (i == 6 && on) {
+        nfirst = memo_n;
+        memcpy(first, memo_pcs, sizeof first);
+      }
+      if (i == 6 && !on) {
+        CHECK_EQ_INT(memo_n, nfirst);
+        CHECK(memcmp(first, memo_pcs, nfirst * sizeof first[0]) == 0);
+      }
+    }
+  }
+  cprof__stack_memo_set_for_tests(true);
+}
+
 /* A child forked while another thread is mid-walk starts with no readers
  * (else its first rebuild would wait out the whole grace period) and with
  * the writer lock free. */
@@ -1563,6 +1705,7 @@ int main(void) {
   RUN(test_unwind);
   RUN(test_concurrent);
   RUN(test_held);
+  RUN(test_memo);
   RUN(test_fork);
   RUN(test_fork_refreshing);
 #else
