@@ -21,6 +21,7 @@
 /* The sink sees the profile in pieces of this size (the last may be
  * shorter), which keeps sink calls rare without holding much output. */
 #define OUT_CAP (32 * 1024)
+#define IN_CAP (32 * 1024)
 
 /* Strings longer than a quarter block get a block of their own, so one long
  * string never strands most of a shared block. A block and its header stay
@@ -50,6 +51,8 @@ struct cprof__pprof {
   z_stream z;
   unsigned char *out;
   size_t out_len; /* bytes pending in out when not compressing */
+  unsigned char *in; /* compressing: what deflate has not been given yet */
+  size_t in_len;
 
   /* The top-level message being built, and the body of one message nested
    * in it (a Line, a Label, a ValueType, a packed field), which is finished
@@ -102,6 +105,22 @@ static void flush_out(cprof__pprof *p) {
   p->z.avail_out = OUT_CAP;
 }
 
+/* Gives deflate what waits in in, finishing the stream with Z_FINISH. */
+static void deflate_in(cprof__pprof *p, int flush) {
+  p->z.next_in = p->in;
+  p->z.avail_in = (uInt)p->in_len;
+  while (!p->err) {
+    if (p->z.avail_out == 0) flush_out(p);
+    cprof__guard_enter();
+    int rc = deflate(&p->z, flush);
+    cprof__guard_exit();
+    if (rc == Z_STREAM_END) break;
+    if (rc != Z_OK) latch(p, CPROF_EIO);
+    if (flush == Z_NO_FLUSH && p->z.avail_in == 0) break;
+  }
+  p->in_len = 0;
+}
+
 static void write_out(cprof__pprof *p, const void *data, size_t n) {
   if (p->err) return;
   if (!p->gzip) {
@@ -117,19 +136,16 @@ static void write_out(cprof__pprof *p, const void *data, size_t n) {
     }
     return;
   }
-  /* avail_in is a uInt; feed larger inputs in pieces it can hold. */
+  /* Gathered into in first: a profile is written a message at a time,
+   * tens of bytes each, and deflate's own cost per call (a compiler's exit
+   * dump made 13,698 calls for 310 KB) passed its cost per byte. */
   const unsigned char *src = data;
   while (n > 0 && !p->err) {
-    uInt take = n > UINT_MAX ? UINT_MAX : (uInt)n;
-    p->z.next_in = src;
-    p->z.avail_in = take;
-    while (p->z.avail_in > 0 && !p->err) {
-      if (p->z.avail_out == 0) flush_out(p);
-      cprof__guard_enter();
-      int rc = deflate(&p->z, Z_NO_FLUSH);
-      cprof__guard_exit();
-      if (rc != Z_OK) latch(p, CPROF_EIO);
-    }
+    if (p->in_len == IN_CAP) deflate_in(p, Z_NO_FLUSH);
+    size_t take = IN_CAP - p->in_len;
+    if (take > n) take = n;
+    memcpy(p->in + p->in_len, src, take);
+    p->in_len += take;
     src += take;
     n -= take;
   }
@@ -309,6 +325,7 @@ static void pprof_free(cprof__pprof *p) {
     p->arena = next;
   }
   cprof__free(p->out);
+  cprof__free(p->in);
   cprof_buf_free(&p->msg);
   cprof_buf_free(&p->sub);
   cprof__free(p->strs);
@@ -333,6 +350,8 @@ cprof__pprof *cprof__pprof_new(const cprof_sink *sink, bool gzip) {
   p->z.next_out = p->out;
   p->z.avail_out = OUT_CAP;
   if (gzip) {
+    p->in = cprof__malloc(IN_CAP);
+    if (!p->in) goto fail;
     /* windowBits 15 + 16 asks for a gzip header and trailer, which is what
      * pprof expects of a profile file. Level 1, as Go's runtime/pprof
      * writes its profiles (gzip.BestSpeed): a compiler's exit dump of a
@@ -388,16 +407,7 @@ int cprof__pprof_finish(cprof__pprof *p) {
   write_out(p, p->msg.data, p->msg.len);
   p->msg.len = 0;
 
-  if (p->gzip) {
-    while (!p->err) {
-      if (p->z.avail_out == 0) flush_out(p);
-      cprof__guard_enter();
-      int rc = deflate(&p->z, Z_FINISH);
-      cprof__guard_exit();
-      if (rc == Z_STREAM_END) break;
-      if (rc != Z_OK) latch(p, CPROF_EIO);
-    }
-  }
+  if (p->gzip) deflate_in(p, Z_FINISH);
   flush_out(p);
 
   int err = p->err;
