@@ -409,13 +409,64 @@ NO_SAN static inline void *realloc_impl(void *p, size_t n, bool *sample,
   return q;
 }
 
-NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
+/* realloc's every case but the common one (see realloc below). */
+NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *realloc_slow(
+    void *p, size_t n) {
   bool sample;
   _Atomic uint64_t *meta;
   void *q = realloc_impl(p, n, &sample, &meta);
   if (CPROF__UNLIKELY(sample)) cprof__heap_record(q, n, meta);
   return q;
 }
+
+/* Whether realloc(p, n) may skip realloc_impl's tests: a block of the
+ * allocator underneath, neither cprof's (the bootstrap arena, its own
+ * heap's small blocks; its large ones and the region's lie on a page
+ * boundary) nor possibly a sampled one (on a page boundary, or off one
+ * while sampled blocks live off one). */
+NO_SAN static inline __attribute__((always_inline)) bool realloc_plain(
+    const void *p) {
+  return p != NULL && ((uintptr_t)p & (PAGE - 1)) != 0 &&
+         !cprof__in_arena(p) &&
+         !(CPROF__OWN_ENABLED && cprof__own_small(p)) &&
+         atomic_load_explicit(&cprof__heap_hot.unaligned_live,
+                              memory_order_relaxed) == 0;
+}
+
+/* realloc's common case is malloc's: a plain block (realloc_plain), the
+ * countdown charged by one read-modify-write (it reads 0 on a guarded
+ * thread, and before the thread's first draw, so those go to the slow
+ * path, as does a charge that would use it up), then a tail call to the
+ * allocator's realloc once it is found. The compiler calls realloc about
+ * 120,000 times a run; through realloc_impl each call cost a frame and a
+ * call more. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
+  if (CPROF__UNLIKELY(!realloc_plain(p))) return realloc_slow(p, n);
+  __asm__ goto("subq %1, %0\n\t"
+               "jbe %l[slow]"
+               :
+               : "m"(cprof__heap_tls.countdown), "r"(n)
+               : "cc", "memory"
+               : slow);
+  realloc_fn f = CPROF__ALLOC_LOAD(realloc);
+  if (CPROF__LIKELY(f != NULL)) return f(p, n);
+slow:
+  cprof__heap_tls.countdown += n;
+  return realloc_slow(p, n);
+}
+
+#else
+NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
+  cprof__heap_sampler *s = &cprof__heap_tls;
+  realloc_fn f = CPROF__ALLOC_LOAD(realloc);
+  if (CPROF__LIKELY(realloc_plain(p) && n < s->countdown && f != NULL)) {
+    s->countdown -= n;
+    return f(p, n);
+  }
+  return realloc_slow(p, n);
+}
+#endif
 
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *reallocarray(void *p, size_t n, size_t size) {
   size_t total;

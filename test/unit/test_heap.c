@@ -280,7 +280,24 @@ static void test_park(void) {
   CHECK(c != NULL && (!CPROF__OWN_ENABLED || cprof__own_block(c)));
   free(c);
   cprof__guard_exit();
-  CHECK_EQ_INT(cprof__heap_thread_countdown(), redrawn - 64 - 120);
+  uint64_t left = redrawn - 64 - 120;
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), left);
+  /* realloc charges the new size, by its common path (a block of the
+   * allocator's) and by the slow one (NULL, malloc's meaning). */
+  void *volatile r = realloc(NULL, 48);
+  CHECK(r != NULL);
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), left - 48);
+  r = realloc(r, 300);
+  CHECK(r != NULL && ((uintptr_t)r & 4095) != 0);
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), left - 48 - 300);
+  /* A guarded thread's realloc charges nothing and keeps the block the
+   * allocator's. */
+  cprof__guard_enter();
+  r = realloc(r, 20);
+  CHECK(r != NULL && (!CPROF__OWN_ENABLED || !cprof__own_block(r)));
+  cprof__guard_exit();
+  CHECK_EQ_INT(cprof__heap_thread_countdown(), left - 48 - 300);
+  free(r);
   cprof_heap_set_rate(prev);
 }
 
