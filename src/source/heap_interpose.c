@@ -181,17 +181,21 @@ NO_SAN ALLOC_TEXT static __attribute__((noinline)) void *malloc_slow(size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 /* On x86-64 the countdown is charged by one read-modify-write whose
  * borrow (or zero) flag is the test: four instructions in all, where the
- * C below takes seven. The slow path gives the charge back first. */
+ * C below takes seven. CHARGE_OR(n, label) charges n and jumps to label
+ * when that used the countdown up; the code at label gives the charge back
+ * before its slow path. The countdown is an input that the instruction
+ * writes: asm goto with outputs loses its jump path with gcc 12, and the
+ * memory clobber tells the compiler that the countdown changed. */
+#define CHARGE_OR(n, label)                                   \
+  __asm__ goto("subq %1, %0\n\t"                              \
+               "jbe %l[" #label "]"                           \
+               :                                              \
+               : "m"(cprof__heap_tls.countdown), "r"(n)       \
+               : "cc", "memory"                               \
+               : label)
+
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *malloc(size_t n) {
-  /* The countdown is an input that the instruction writes: asm goto with
-   * outputs loses its jump path with gcc 12, and the memory clobber tells
-   * the compiler that the countdown changed. */
-  __asm__ goto("subq %1, %0\n\t"
-               "jbe %l[slow]"
-               :
-               : "m"(cprof__heap_tls.countdown), "r"(n)
-               : "cc", "memory"
-               : slow);
+  CHARGE_OR(n, slow);
   return CPROF__ALLOC_LOAD(malloc)(n);
 slow:
   cprof__heap_tls.countdown += n;
@@ -260,12 +264,7 @@ NO_SAN ALLOC_TEXT CPROF_EXPORT void *calloc(size_t n, size_t size) {
   size_t total;
   if (CPROF__UNLIKELY(__builtin_mul_overflow(n, size, &total)))
     return calloc_slow(n, size);
-  __asm__ goto("subq %1, %0\n\t"
-               "jbe %l[slow]"
-               :
-               : "m"(cprof__heap_tls.countdown), "r"(total)
-               : "cc", "memory"
-               : slow);
+  CHARGE_OR(total, slow);
   calloc_fn f = CPROF__ALLOC_LOAD(calloc);
   if (CPROF__LIKELY(f != NULL)) return f(n, size);
 slow:
@@ -443,12 +442,7 @@ NO_SAN static inline __attribute__((always_inline)) bool realloc_plain(
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 NO_SAN ALLOC_TEXT CPROF_EXPORT void *realloc(void *p, size_t n) {
   if (CPROF__UNLIKELY(!realloc_plain(p))) return realloc_slow(p, n);
-  __asm__ goto("subq %1, %0\n\t"
-               "jbe %l[slow]"
-               :
-               : "m"(cprof__heap_tls.countdown), "r"(n)
-               : "cc", "memory"
-               : slow);
+  CHARGE_OR(n, slow);
   realloc_fn f = CPROF__ALLOC_LOAD(realloc);
   if (CPROF__LIKELY(f != NULL)) return f(p, n);
 slow:
