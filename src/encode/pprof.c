@@ -3,25 +3,23 @@
  * streams it, gzipped by zlib or raw, to a sink. This module owns the
  * encoder state, the string table (a hash index over strings copied into an
  * arena) and the output buffer; it calls only the memory functions of mem.h,
- * zlib and the caller's sink. Each top-level message is encoded into a
+ * the gzip stream of gzout.h and the caller's sink. Each top-level message is encoded into a
  * reusable buffer and pushed through the compressor as soon as it is added,
  * so nothing but strings and a few scalars outlives the call that produced
  * it. It allocates, so it must never run in a signal handler.
  */
-#define ZLIB_CONST
 #include <limits.h>
 #include <string.h>
-#include <zlib.h>
 
 #include "base/hmap.h"
 #include "base/mem.h"
+#include "encode/gzout.h"
 #include "encode/pprof.h"
 #include "encode/pprof_wire.h"
 
 /* The sink sees the profile in pieces of this size (the last may be
  * shorter), which keeps sink calls rare without holding much output. */
 #define OUT_CAP (32 * 1024)
-#define IN_CAP (32 * 1024)
 
 /* Strings longer than a quarter block get a block of their own, so one long
  * string never strands most of a shared block. A block and its header stay
@@ -46,13 +44,10 @@ typedef struct str_entry {
 struct cprof__pprof {
   cprof_sink sink;
   bool gzip;
-  bool z_ready;
   int err;
-  z_stream z;
-  unsigned char *out;
-  size_t out_len; /* bytes pending in out when not compressing */
-  unsigned char *in; /* compressing: what deflate has not been given yet */
-  size_t in_len;
+  cprof__gzout gz;    /* when compressing */
+  unsigned char *out; /* when not: bytes pending for the sink */
+  size_t out_len;
 
   /* The top-level message being built, and the body of one message nested
    * in it (a Line, a Label, a ValueType, a packed field), which is finished
@@ -91,34 +86,21 @@ static void latch(cprof__pprof *p, int err) {
 }
 
 /* Output: everything on the wire passes through write_out(), which either
- * deflates into out or copies into it, handing out to the sink whenever it
- * fills. */
+ * compresses it (gzout.h, which hands its pieces to the sink) or copies it
+ * into out, handing out to the sink whenever it fills. */
 
-static void flush_out(cprof__pprof *p) {
-  size_t n = p->gzip ? OUT_CAP - p->z.avail_out : p->out_len;
-  if (n > 0 && !p->err) {
-    int rc = p->sink.write(p->sink.ctx, p->out, n);
-    if (rc != 0) latch(p, rc < 0 ? rc : CPROF_EIO);
-  }
-  p->out_len = 0;
-  p->z.next_out = p->out;
-  p->z.avail_out = OUT_CAP;
+static int sink_write(void *ctx, const void *data, size_t n) {
+  cprof__pprof *p = ctx;
+  int rc = p->sink.write(p->sink.ctx, data, n);
+  return rc == 0 ? 0 : rc < 0 ? rc : CPROF_EIO;
 }
 
-/* Gives deflate what waits in in, finishing the stream with Z_FINISH. */
-static void deflate_in(cprof__pprof *p, int flush) {
-  p->z.next_in = p->in;
-  p->z.avail_in = (uInt)p->in_len;
-  while (!p->err) {
-    if (p->z.avail_out == 0) flush_out(p);
-    cprof__guard_enter();
-    int rc = deflate(&p->z, flush);
-    cprof__guard_exit();
-    if (rc == Z_STREAM_END) break;
-    if (rc != Z_OK) latch(p, CPROF_EIO);
-    if (flush == Z_NO_FLUSH && p->z.avail_in == 0) break;
+static void flush_out(cprof__pprof *p) {
+  if (p->out_len > 0 && !p->err) {
+    int rc = sink_write(p, p->out, p->out_len);
+    if (rc != 0) latch(p, rc);
   }
-  p->in_len = 0;
+  p->out_len = 0;
 }
 
 static void write_out(cprof__pprof *p, const void *data, size_t n) {
@@ -136,19 +118,8 @@ static void write_out(cprof__pprof *p, const void *data, size_t n) {
     }
     return;
   }
-  /* Gathered into in first: a profile is written a message at a time,
-   * tens of bytes each, and deflate's own cost per call (a compiler's exit
-   * dump made 13,698 calls for 310 KB) passed its cost per byte. */
-  const unsigned char *src = data;
-  while (n > 0 && !p->err) {
-    if (p->in_len == IN_CAP) deflate_in(p, Z_NO_FLUSH);
-    size_t take = IN_CAP - p->in_len;
-    if (take > n) take = n;
-    memcpy(p->in + p->in_len, src, take);
-    p->in_len += take;
-    src += take;
-    n -= take;
-  }
+  int rc = cprof__gzout_write(&p->gz, data, n);
+  if (rc != 0) latch(p, rc);
 }
 
 /* Encoding into a buffer. Each helper is a no-op once an error is latched,
@@ -314,18 +285,13 @@ oom:
 }
 
 static void pprof_free(cprof__pprof *p) {
-  if (p->z_ready) {
-    cprof__guard_enter();
-    deflateEnd(&p->z);
-    cprof__guard_exit();
-  }
+  if (p->gzip) cprof__gzout_free(&p->gz);
   while (p->arena) {
     arena_block *next = p->arena->next;
     cprof__free(p->arena);
     p->arena = next;
   }
   cprof__free(p->out);
-  cprof__free(p->in);
   cprof_buf_free(&p->msg);
   cprof_buf_free(&p->sub);
   cprof__free(p->strs);
@@ -339,22 +305,17 @@ cprof__pprof *cprof__pprof_new(const cprof_sink *sink, bool gzip) {
   if (!p) return NULL;
   p->sink = *sink;
   p->gzip = gzip;
-  p->out = cprof__malloc(OUT_CAP);
+  if (!gzip) p->out = cprof__malloc(OUT_CAP);
   p->strs_cap = 64;
   p->strs = cprof__malloc(p->strs_cap * sizeof *p->strs);
   p->nslots = 256;
   p->slots = cprof__calloc(p->nslots, sizeof *p->slots);
-  if (!p->out || !p->strs || !p->slots) goto fail;
+  if ((!gzip && !p->out) || !p->strs || !p->slots) goto fail;
   p->strs[0] = (str_entry){"", 0, 0};
   p->nstrs = 1;
-  p->z.next_out = p->out;
-  p->z.avail_out = OUT_CAP;
   if (gzip) {
-    p->in = cprof__malloc(IN_CAP);
-    if (!p->in) goto fail;
-    /* windowBits 15 + 16 asks for a gzip header and trailer, which is what
-     * pprof expects of a profile file. Level 1, as Go's runtime/pprof
-     * writes its profiles (gzip.BestSpeed): a compiler's exit dump of a
+    /* Level 1, as Go's runtime/pprof writes its profiles
+     * (gzip.BestSpeed): a compiler's exit dump of a
      * 185 KB CPU profile and a 150 KB heap profile took 14 ms to compress
      * at level 6 and take 5 ms, for files 12% larger.
      * memLevel 5, not zlib's 8: a hash table of 8 KiB instead of 64, which
@@ -362,12 +323,7 @@ cprof__pprof *cprof__pprof_new(const cprof_sink *sink, bool gzip) {
      * ms of such a child's exit dump); profiles of tens of KiB compress as
      * small or smaller (at level 6, 3,062 bytes against 3,080 for a
      * 13,864-byte heap profile). */
-    cprof__guard_enter();
-    int rc = deflateInit2(&p->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 5,
-                          Z_DEFAULT_STRATEGY);
-    cprof__guard_exit();
-    if (rc != Z_OK) goto fail;
-    p->z_ready = true;
+    if (cprof__gzout_init(&p->gz, 5, sink_write, p) != 0) goto fail;
   }
   return p;
 
@@ -407,7 +363,10 @@ int cprof__pprof_finish(cprof__pprof *p) {
   write_out(p, p->msg.data, p->msg.len);
   p->msg.len = 0;
 
-  if (p->gzip) deflate_in(p, Z_FINISH);
+  if (p->gzip && !p->err) {
+    int rc = cprof__gzout_finish(&p->gz);
+    if (rc != 0) latch(p, rc);
+  }
   flush_out(p);
 
   int err = p->err;

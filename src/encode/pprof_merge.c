@@ -22,14 +22,9 @@
 #include "base/hmap.h"
 #include "base/mem.h"
 #include "base/rng.h"
+#include "encode/gzout.h"
 #include "encode/pprof_merge.h"
 #include "encode/pprof_wire.h"
-
-/* The compressor's output goes to the caller's buffer in pieces of this
- * size. */
-#define ZOUT_CAP (32 * 1024)
-/* Writes are gathered into pieces of up to this size before deflate. */
-#define ZIN_CAP (16 * 1024)
 
 /* The three kinds of definition whose ids are renumbered. */
 enum { K_MAPPING, K_LOCATION, K_FUNCTION, K_COUNT };
@@ -117,11 +112,7 @@ static bool count_packed(const field *f, size_t *n) {
 
 typedef struct merger {
   cprof_buf *out;
-  z_stream z;
-  bool z_ready;
-  unsigned char *zbuf;
-  unsigned char *zin;
-  size_t zin_len;
+  cprof__gzout gz; /* the merged profile, compressed into out */
   /* Latched by the put helpers, checked once per message. */
   bool nomem;
   char *err;
@@ -248,69 +239,29 @@ static void put_raw(merger *m, cprof_buf *b, const field *f) {
   put_bytes(m, b, f->start, (size_t)(f->end - f->start));
 }
 
-/* Output: everything passes through the compressor, whose buffer goes to
- * the caller's whenever it fills. */
+/* Output: everything passes through the compressor (gzout.h), whose
+ * pieces go to the caller's buffer. */
 
-static int z_drain(merger *m) {
-  size_t n = ZOUT_CAP - m->z.avail_out;
-  if (n && cprof__buf_append(m->out, m->zbuf, n)) return nomem(m);
-  m->z.next_out = m->zbuf;
-  m->z.avail_out = ZOUT_CAP;
-  return 0;
+static int out_append(void *ctx, const void *data, size_t n) {
+  merger *m = ctx;
+  return cprof__buf_append(m->out, data, n) ? CPROF_ENOMEM : 0;
 }
 
-static int deflate_bytes(merger *m, const void *data, size_t n) {
-  const unsigned char *src = data;
-  while (n > 0) {
-    uInt take = n > UINT_MAX ? UINT_MAX : (uInt)n;
-    m->z.next_in = src;
-    m->z.avail_in = take;
-    while (m->z.avail_in > 0) {
-      if (m->z.avail_out == 0 && z_drain(m)) return CPROF_ENOMEM;
-      cprof__guard_enter();
-      int rc = deflate(&m->z, Z_NO_FLUSH);
-      cprof__guard_exit();
-      if (rc != Z_OK) return fail(m, CPROF_ENOMEM, "deflate failed");
-    }
-    src += take;
-    n -= take;
-  }
-  return 0;
+/* The compressor's error as the merger reports it: out of memory, or
+ * deflate's failure (also as out of memory, as before the compressor was
+ * shared). */
+static int out_err(merger *m, int err) {
+  if (err == 0) return 0;
+  return err == CPROF_ENOMEM ? nomem(m)
+                             : fail(m, CPROF_ENOMEM, "deflate failed");
 }
 
-/* Small writes are gathered before they reach the compressor: a profile
- * of many tiny messages would otherwise spend its time in deflate's
- * per-call work. */
 static int out_write(merger *m, const void *data, size_t n) {
-  if (n >= ZIN_CAP) {
-    int err = deflate_bytes(m, m->zin, m->zin_len);
-    m->zin_len = 0;
-    return err ? err : deflate_bytes(m, data, n);
-  }
-  if (n > ZIN_CAP - m->zin_len) {
-    int err = deflate_bytes(m, m->zin, m->zin_len);
-    m->zin_len = 0;
-    if (err) return err;
-  }
-  if (n) memcpy(m->zin + m->zin_len, data, n);
-  m->zin_len += n;
-  return 0;
+  return out_err(m, cprof__gzout_write(&m->gz, data, n));
 }
 
 static int out_finish(merger *m) {
-  int err = deflate_bytes(m, m->zin, m->zin_len);
-  m->zin_len = 0;
-  if (err) return err;
-  for (;;) {
-    if (m->z.avail_out == 0 && z_drain(m)) return CPROF_ENOMEM;
-    cprof__guard_enter();
-    int rc = deflate(&m->z, Z_FINISH);
-    cprof__guard_exit();
-    if (rc == Z_STREAM_END) break;
-    if (rc != Z_OK && rc != Z_BUF_ERROR)
-      return fail(m, CPROF_ENOMEM, "deflate failed");
-  }
-  return z_drain(m);
+  return out_err(m, cprof__gzout_finish(&m->gz));
 }
 
 /* Sends the message in m->msg as top-level field num, and empties it. */
@@ -1114,15 +1065,12 @@ static int emit_trailer(merger *m) {
 }
 
 static int merger_init(merger *m) {
-  m->zbuf = cprof__malloc(ZOUT_CAP);
-  m->zin = cprof__malloc(ZIN_CAP);
   m->offs_cap = 64;
   m->offs = cprof__malloc(m->offs_cap * sizeof *m->offs);
   m->nslots = 256;
   m->slots = cprof__malloc(m->nslots * sizeof *m->slots);
   m->tags = cprof__calloc(m->nslots, 1);
-  if (!m->zbuf || !m->zin || !m->offs || !m->slots || !m->tags)
-    return nomem(m);
+  if (!m->offs || !m->slots || !m->tags) return nomem(m);
   m->seed = cprof__rng_seed((uint64_t)(uintptr_t)m);
   /* Entry 0, "", is in the table but never in the index. */
   put_tag(m, &m->strtab, PROFILE_STRING_TABLE, WIRE_LEN);
@@ -1130,29 +1078,15 @@ static int merger_init(merger *m) {
   put_varint(m, &m->strtab, 0);
   if (m->nomem) return nomem(m);
   m->nstrs = 1;
-  m->z.next_out = m->zbuf;
-  m->z.avail_out = ZOUT_CAP;
-  /* windowBits 15 + 16 asks for a gzip header and trailer, as pprof files
-   * have; level 1, as the profiles it merges (pprof.c). */
-  cprof__guard_enter();
-  int rc = deflateInit2(&m->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, 8,
-                        Z_DEFAULT_STRATEGY);
-  cprof__guard_exit();
-  if (rc != Z_OK) return nomem(m);
-  m->z_ready = true;
+  /* Level 1, as the profiles it merges (pprof.c); zlib's own memLevel. */
+  if (cprof__gzout_init(&m->gz, 8, out_append, m) != 0) return nomem(m);
   /* "pid" is interned first, so a part's own "pid" labels are known by
    * their merged index. */
   return intern(m, "pid", 3, &m->key_pid);
 }
 
 static void merger_free(merger *m) {
-  if (m->z_ready) {
-    cprof__guard_enter();
-    deflateEnd(&m->z);
-    cprof__guard_exit();
-  }
-  cprof__free(m->zbuf);
-  cprof__free(m->zin);
+  cprof__gzout_free(&m->gz);
   cprof_buf_free(&m->msg);
   cprof_buf_free(&m->sub);
   cprof_buf_free(&m->strtab);
