@@ -4,7 +4,8 @@
  * followed through a link; an entry is written under a temporary name
  * created O_EXCL and renamed into place, so a reader never sees half of
  * one and two writers never share one. A temporary name left by a writer
- * that died is taken over after STALE_SECONDS.
+ * that died is taken over after STALE_SECONDS. An entry whose format can
+ * tell a part cut short may also grow by appending (the symbol cache's).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -181,18 +182,32 @@ bool cprof__cachedir_write_at(int fd, const void *buf, size_t len, off_t off) {
 static _Atomic unsigned long long listed_sum;
 static atomic_bool listed;
 
+/* Adds n bytes written to the count: false when the directory was not
+ * listed yet, or the count would pass the bound (it is listed then). */
+static bool count_written(unsigned long long n) {
+  if (!atomic_load(&listed)) return false;
+  unsigned long long was = atomic_load(&listed_sum);
+  unsigned long long now = was + n;
+  return now <= cache_max &&
+         atomic_compare_exchange_strong(&listed_sum, &was, now);
+}
+
+static void evict_listed(int d, const char *keep);
+
 /* The entries' total size, and the oldest ones removed (by the time they
  * were last used) until it is at most the bound; keep is never removed. */
 void cprof__cachedir_evict(int d, const char *keep) {
   struct stat kst;
   if (atomic_load(&listed) &&
-      fstatat(d, keep, &kst, AT_SYMLINK_NOFOLLOW) == 0) {
-    unsigned long long was = atomic_load(&listed_sum);
-    unsigned long long now = was + (unsigned long long)kst.st_size;
-    if (now <= cache_max &&
-        atomic_compare_exchange_strong(&listed_sum, &was, now))
-      return;
-  }
+      fstatat(d, keep, &kst, AT_SYMLINK_NOFOLLOW) == 0 &&
+      count_written((unsigned long long)kst.st_size))
+    return;
+  evict_listed(d, keep);
+}
+
+/* Lists the directory: its total, and the oldest entries removed until it
+ * is at most the bound; keep is never removed. */
+static void evict_listed(int d, const char *keep) {
   int d2 = dup(d);
   DIR *dir = d2 >= 0 ? fdopendir(d2) : NULL;
   if (!dir) {
@@ -316,8 +331,8 @@ bool cprof__cachedir_changed(const char *name, const struct stat *was) {
       sizeof path)
     return false;
   /* An entry is only ever replaced by a rename of a file created while it
-   * still existed: another inode. Its times say nothing (reading an entry
-   * marks it used). */
+   * still existed (another inode), or appended to (another size). Its
+   * times say nothing (reading an entry marks it used). */
   struct stat st;
   if (stat(path, &st) != 0) return true;
   return st.st_dev != was->st_dev || st.st_ino != was->st_ino ||
@@ -344,6 +359,34 @@ bool cprof__cachedir_read(const char *name, size_t max, cprof_buf *out,
   out->len = ok ? len : 0;
   if (ok && st_out) *st_out = st;
   close(fd);
+  return ok;
+}
+
+bool cprof__cachedir_append(const char *name, const void *data, size_t len,
+                            bool (*accept)(int fd, void *ctx), void *ctx,
+                            struct stat *st) {
+  if (!cprof__cachedir_on() || !entry_name_ok(name) || len == 0)
+    return false;
+  int d = cprof__cachedir_open();
+  if (d < 0) return false;
+  int fd = openat(d, name,
+                  O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat was;
+  ssize_t w = -1;
+  if (fd >= 0 && fstat(fd, &was) == 0 && S_ISREG(was.st_mode) &&
+      owned(&was) && was.st_size > 0 &&
+      (unsigned long long)was.st_size + len <= cache_max &&
+      accept(fd, ctx)) {
+    /* One write: two processes' parts never interleave (the file's lock
+     * is held across a write), and one cut short is told by its hash. */
+    do
+      w = write(fd, data, len);
+    while (w < 0 && errno == EINTR);
+  }
+  bool ok = w == (ssize_t)len && fstat(fd, st) == 0;
+  if (fd >= 0) close(fd);
+  if (w > 0 && !count_written((unsigned long long)w)) evict_listed(d, name);
+  close(d);
   return ok;
 }
 

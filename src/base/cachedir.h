@@ -45,8 +45,9 @@ CPROF__HIDDEN bool cprof__cachedir_read(const char *name, size_t max,
 
 /* Whether the entry name is no longer the file whose status is *was
  * (another process replaced or removed it since it was read): one stat,
- * the entry not marked used. Entries are replaced by a rename, never
- * written in place: the device, inode and size tell. */
+ * the entry not marked used. Entries are replaced by a rename or grow
+ * by appending, never change in place: the device, inode and size
+ * tell. */
 CPROF__HIDDEN bool cprof__cachedir_changed(const char *name,
                                            const struct stat *was);
 
@@ -65,6 +66,16 @@ CPROF__HIDDEN bool cprof__cachedir_read_at(int fd, void *buf, size_t n,
  * keeps the bound. */
 CPROF__HIDDEN void cprof__cachedir_write(const char *name, const void *data,
                                          size_t len);
+
+/* Appends data[0..len) to the entry name by one write(), when it is a
+ * regular file of the user's that stays within the bound and accept(fd,
+ * ctx) (which may read it) takes it; then keeps the bound. True when all
+ * of it was written, *st then getting the entry's status. A write cut
+ * short leaves what it wrote: the entry's format must tell. */
+CPROF__HIDDEN bool cprof__cachedir_append(const char *name, const void *data,
+                                          size_t len,
+                                          bool (*accept)(int fd, void *ctx),
+                                          void *ctx, struct stat *st);
 
 /*
  * The pieces, for entries written from a file (the debug cache's).

@@ -291,6 +291,10 @@ typedef struct sym_object {
   int64_t checked_ns;   /* when the entry was last read or looked at */
   cprof_buf file;
   cprof__symcache_view view;
+  /* The parts this process appended to the entry since it was read or
+   * written, which view holds too. */
+  cprof_buf appended[CPROF__SYMCACHE_PARTS];
+  uint32_t nappended;
   bool searched;   /* its debug information was looked for in this session */
   cprof_buf files; /* stamp records of what that search looked at */
   bool bad;        /* ... which could not all be kept */
@@ -298,8 +302,17 @@ typedef struct sym_object {
   size_t nadds, adds_cap;
 } sym_object;
 
-static void object_free(sym_object *o) {
+/* Replaces o's entry bytes with file (taken; {0} for none). */
+static void object_take_file(sym_object *o, cprof_buf file) {
   cprof_buf_free(&o->file);
+  for (uint32_t i = 0; i < o->nappended; i++)
+    cprof_buf_free(&o->appended[i]);
+  o->nappended = 0;
+  o->file = file;
+}
+
+static void object_free(sym_object *o) {
+  object_take_file(o, (cprof_buf){0});
   cprof_buf_free(&o->files);
   cprof__free(o->adds);
 }
@@ -2386,8 +2399,7 @@ static bool read_entry(sym_object *o, const char *tag) {
     cprof_buf_free(&b);
     return false;
   }
-  cprof_buf_free(&o->file);
-  o->file = b;
+  object_take_file(o, b);
   o->view = v;
   o->have_view = true;
   return true;
@@ -2487,6 +2499,55 @@ void cprof__sym_release_saves(void) {
   cprof__sym_unlock();
 }
 
+/* Whether o's new results may go to its entry as a part appended to it:
+ * the entry read is whole, has room for the part and the results, and
+ * was stamped as they are. */
+static bool may_append(const sym_object *o, const cprof_buf *stamp) {
+  const cprof__symcache_view *v = &o->view;
+  return o->have_view && !v->damaged &&
+         v->nparts < CPROF__SYMCACHE_PARTS &&
+         o->nappended < CPROF__SYMCACHE_PARTS &&
+         (size_t)v->nentries + o->nadds <= CPROF__SYMCACHE_MAX &&
+         v->stamp_len == stamp->len &&
+         memcmp(v->stamp, stamp->data, stamp->len) == 0;
+}
+
+/* For cprof__cachedir_append: whether the entry opened as fd (whichever
+ * process wrote it last) is stamped with ctx, a cprof_buf. */
+static bool entry_stamped(int fd, void *ctx) {
+  const cprof_buf *stamp = ctx;
+  size_t n = cprof__symcache_head_len(stamp->len);
+  unsigned char *head = cprof__malloc(n);
+  bool ok = head && cprof__cachedir_read_at(fd, head, n, 0) &&
+            cprof__symcache_appendable(head, n, stamp->data, stamp->len);
+  cprof__free(head);
+  return ok;
+}
+
+/* Appends o's new results to its entry as a part of their own: a save
+ * then writes what it found, not the whole entry again. False when it
+ * may not, or could not. */
+static bool save_appended(sym_object *o, const cprof_buf *stamp,
+                          const char *name) {
+  if (!may_append(o, stamp)) return false;
+  cprof_buf part = {0};
+  struct stat st;
+  bool ok = cprof__symcache_append(o->adds, o->nadds, &part) == 0 &&
+            cprof__cachedir_append(name, part.data, part.len,
+                                   entry_stamped, (void *)stamp, &st) &&
+            cprof__symcache_add_part(&o->view, part.data, part.len);
+  if (!ok) {
+    cprof_buf_free(&part);
+    return false;
+  }
+  o->appended[o->nappended++] = part;
+  /* The entry as this process left it: a look for a sibling's results
+   * finds it the same. */
+  o->status = st;
+  o->have_status = true;
+  return true;
+}
+
 void cprof__sym_save(void) {
   if (S.saves_held) return;
   const char *tag = cache_tag();
@@ -2494,19 +2555,19 @@ void cprof__sym_save(void) {
   for (sym_object *o = S.objects; tag && o; o = o->next) {
     if (o->nadds == 0 || !o->searched || o->bad) continue;
     cprof_buf stamp = {0}, out = {0};
+    char name[2 * 64 + 8];
+    entry_name(o, name, sizeof name);
     int err = cprof__symcache_stamp_begin(&stamp, tag);
     if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
       err = CPROF_ENOMEM;
-    if (!err)
+    bool appended = !err && save_appended(o, &stamp, name);
+    if (!err && !appended)
       err = cprof__symcache_write(o->have_view ? &o->view : NULL, o->adds,
                                   o->nadds, stamp.data, stamp.len, &out);
-    if (!err) {
-      char name[2 * 64 + 8];
-      entry_name(o, name, sizeof name);
+    if (!err && !appended) {
       cprof__cachedir_write(name, out.data, out.len);
       /* What was written is what the next save adds to. */
-      cprof_buf_free(&o->file);
-      o->file = out;
+      object_take_file(o, out);
       out = (cprof_buf){0};
       o->have_view =
           cprof__symcache_parse(o->file.data, o->file.len, &o->view);

@@ -12,6 +12,16 @@
  *            offsets), i32 line, i64 function start - pc (INT64_MIN: none)
  *   strings  strings_len bytes of NUL-terminated strings; "" at 0
  *
+ * and after them the parts appended since, each
+ *
+ *   header   8-byte magic, then u32 nentries, nframes, strings_len, a
+ *            zero u32, and the u64 hash (cprof__hash_bytes) of the rest
+ *   entries, frames and strings as above, the strings the part's own
+ *
+ * An appended part is written by one write() to the file opened for
+ * appending, and a part cut short, or followed by another process's, is
+ * told by its size and hash: parsing stops there.
+ *
  * Flags: 1 a line, 2 inline levels, 4 a function name, 8 the instruction
  * ending at the address was read, 16 ... and is call rel32 (E8), whose
  * displacement is kept (16 only with 8), 32 the code starting at the
@@ -29,8 +39,9 @@
 #include "base/mem.h"
 #include "encode/symcache.h"
 
-static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 2};
-enum { HDR = 24, ENTRY = 24, FRAME = 24 };
+static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 3};
+static const unsigned char PART_MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 'A', 3};
+enum { HDR = 24, PART_HDR = 32, ENTRY = 24, FRAME = 24 };
 enum {
   F_LINE = 1,
   F_INLINE = 2,
@@ -77,44 +88,40 @@ static int code_flags(uint8_t fact, uint8_t read, uint8_t yes) {
 
 static size_t pad8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static entry entry_at(const cprof__symcache_view *v, uint32_t i) {
+static entry entry_at(const cprof__symcache_part *v, uint32_t i) {
   entry e;
   memcpy(&e, v->entries + (size_t)i * ENTRY, ENTRY);
   return e;
 }
 
-static frame frame_at(const cprof__symcache_view *v, uint32_t i) {
+static frame frame_at(const cprof__symcache_part *v, uint32_t i) {
   frame f;
   memcpy(&f, v->frames + (size_t)i * FRAME, FRAME);
   return f;
 }
 
-bool cprof__symcache_parse(const void *data, size_t len,
-                           cprof__symcache_view *v) {
-  const unsigned char *p = data;
-  if (!p || len < HDR || memcmp(p, MAGIC, sizeof MAGIC) != 0) return false;
-  uint32_t h[4];
-  memcpy(h, p + sizeof MAGIC, sizeof h);
-  uint32_t stamp_len = h[0], nentries = h[1], nframes = h[2],
-           strings_len = h[3];
+/* Sets *v over data[0..len), the records of a part with nentries
+ * entries, nframes frames and strings_len bytes of strings: false unless
+ * that is exactly their size and every record, index and string lies
+ * inside. */
+static bool part_over(const unsigned char *data, size_t len,
+                      uint32_t nentries, uint32_t nframes,
+                      uint32_t strings_len, cprof__symcache_part *v) {
   if (nentries > CPROF__SYMCACHE_MAX ||
       nframes > (uint32_t)CPROF__SYMCACHE_MAX * CPROF__SYM_MAX_FRAMES ||
       strings_len == 0)
     return false;
-  /* Each part is bounded well below 2^40 bytes, so these sums cannot
+  /* Each part is bounded well below 2^40 bytes, so this sum cannot
    * overflow. */
-  size_t at = HDR + pad8(stamp_len);
-  size_t need = at + (size_t)nentries * ENTRY + (size_t)nframes * FRAME +
-                strings_len;
-  if (need != len) return false;
-  *v = (cprof__symcache_view){
-      .stamp = p + HDR,
-      .stamp_len = stamp_len,
-      .entries = p + at,
+  if ((size_t)nentries * ENTRY + (size_t)nframes * FRAME + strings_len !=
+      len)
+    return false;
+  *v = (cprof__symcache_part){
+      .entries = data,
       .nentries = nentries,
-      .frames = p + at + (size_t)nentries * ENTRY,
+      .frames = data + (size_t)nentries * ENTRY,
       .nframes = nframes,
-      .strings = (const char *)(p + at + (size_t)nentries * ENTRY +
+      .strings = (const char *)(data + (size_t)nentries * ENTRY +
                                 (size_t)nframes * FRAME),
       .strings_len = strings_len,
   };
@@ -141,9 +148,87 @@ bool cprof__symcache_parse(const void *data, size_t len,
   return true;
 }
 
-bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
-                          uint64_t pc, cprof__sym_result *r,
-                          cprof__sym_frame *frames) {
+/* The size of the appended part that data[0..len) begins with (*v set
+ * over it), or 0 when none does: too short, another magic, a hash that
+ * does not match, a record out of place. */
+static size_t part_at(const unsigned char *data, size_t len,
+                      cprof__symcache_part *v) {
+  if (len < PART_HDR || memcmp(data, PART_MAGIC, sizeof PART_MAGIC) != 0)
+    return 0;
+  uint32_t h[4];
+  uint64_t hash;
+  memcpy(h, data + sizeof PART_MAGIC, sizeof h);
+  memcpy(&hash, data + sizeof PART_MAGIC + sizeof h, sizeof hash);
+  if (h[0] > CPROF__SYMCACHE_MAX ||
+      h[1] > (uint32_t)CPROF__SYMCACHE_MAX * CPROF__SYM_MAX_FRAMES || h[3])
+    return 0;
+  size_t body = (size_t)h[0] * ENTRY + (size_t)h[1] * FRAME + h[2];
+  if (body > len - PART_HDR ||
+      cprof__hash_bytes(CPROF__HASH_SEED, data + PART_HDR, body) != hash ||
+      !part_over(data + PART_HDR, body, h[0], h[1], h[2], v))
+    return 0;
+  return PART_HDR + body;
+}
+
+bool cprof__symcache_parse(const void *data, size_t len,
+                           cprof__symcache_view *v) {
+  const unsigned char *p = data;
+  if (!p || len < HDR || memcmp(p, MAGIC, sizeof MAGIC) != 0) return false;
+  uint32_t h[4];
+  memcpy(h, p + sizeof MAGIC, sizeof h);
+  uint32_t stamp_len = h[0], nentries = h[1], nframes = h[2],
+           strings_len = h[3];
+  size_t at = HDR + pad8(stamp_len);
+  if (at > len) return false;
+  size_t body = (size_t)nentries * ENTRY + (size_t)nframes * FRAME +
+                strings_len;
+  if (body > len - at) return false;
+  *v = (cprof__symcache_view){
+      .stamp = p + HDR, .stamp_len = stamp_len, .nparts = 1,
+      .nentries = nentries};
+  if (!part_over(p + at, body, nentries, nframes, strings_len, &v->part[0]))
+    return false;
+  for (at += body; at < len;) {
+    cprof__symcache_part part;
+    size_t n = v->nparts < CPROF__SYMCACHE_PARTS
+                   ? part_at(p + at, len - at, &part)
+                   : 0;
+    if (n == 0) {
+      v->damaged = true;
+      break;
+    }
+    v->part[v->nparts++] = part;
+    v->nentries += part.nentries;
+    at += n;
+  }
+  return true;
+}
+
+bool cprof__symcache_add_part(cprof__symcache_view *v, const void *data,
+                              size_t len) {
+  cprof__symcache_part part;
+  if (v->nparts >= CPROF__SYMCACHE_PARTS || part_at(data, len, &part) != len)
+    return false;
+  v->part[v->nparts++] = part;
+  v->nentries += part.nentries;
+  return true;
+}
+
+size_t cprof__symcache_head_len(size_t stamp_len) { return HDR + stamp_len; }
+
+bool cprof__symcache_appendable(const void *head, size_t len,
+                                const void *stamp, size_t stamp_len) {
+  const unsigned char *p = head;
+  uint32_t have;
+  if (len < HDR + stamp_len || memcmp(p, MAGIC, sizeof MAGIC) != 0)
+    return false;
+  memcpy(&have, p + sizeof MAGIC, sizeof have);
+  return have == stamp_len && memcmp(p + HDR, stamp, stamp_len) == 0;
+}
+
+static bool find_in(const cprof__symcache_part *v, uint64_t off,
+                    uint64_t pc, cprof__sym_result *r,
+                    cprof__sym_frame *frames) {
   uint32_t lo = 0, n = v->nentries;
   while (n > 0) {
     uint32_t half = n / 2;
@@ -178,6 +263,14 @@ bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
     };
   }
   return true;
+}
+
+bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
+                          uint64_t pc, cprof__sym_result *r,
+                          cprof__sym_frame *frames) {
+  for (uint32_t i = v->nparts; i-- > 0;)
+    if (find_in(&v->part[i], off, pc, r, frames)) return true;
+  return false;
 }
 
 /*
@@ -274,7 +367,7 @@ static void writer_free(writer *w) {
  * compiler's entry has thousands of strings, and an index of them all,
  * built at each save for the few hundred new results, was most of its
  * cost. */
-static void index_strings(writer *w, const cprof__symcache_view *old,
+static void index_strings(writer *w, const cprof__symcache_part *old,
                           const cprof__symcache_add *add, size_t n) {
   cprof__hmap want = {0}; /* content hashes of add's strings */
   for (size_t i = 0; i < n && !w->err; i++) {
@@ -335,7 +428,7 @@ static int put_header(cprof_buf *out, uint32_t nentries, uint32_t nframes,
  * a profile. Returns 1 when old has no room (or the added frames would
  * pass the bound), for the full rewrite to make it.
  */
-static int write_appended(const cprof__symcache_view *old,
+static int write_appended(const cprof__symcache_part *old,
                           const cprof__symcache_add *add, size_t n,
                           const void *stamp, size_t stamp_len,
                           cprof_buf *out) {
@@ -395,14 +488,12 @@ static int write_appended(const cprof__symcache_view *old,
   return err;
 }
 
-int cprof__symcache_write(const cprof__symcache_view *old,
-                          cprof__symcache_add *add, size_t n,
-                          const void *stamp, size_t stamp_len,
-                          cprof_buf *out) {
-  if (stamp_len > UINT32_MAX / 2) return CPROF_EINVAL;
-  /* An offset given twice (a pc looked up again after JIT code moved)
-   * has the same result both times: the first is kept. */
-  if (n > 1) qsort(add, n, sizeof *add, by_off);
+/* An entry of old's first part and add[0..n) (sorted by offset, an
+ * offset given twice keeping either): old's records copied and add's
+ * appended when there is room, else written again whole. */
+static int write_entry(const cprof__symcache_part *old,
+                       const cprof__symcache_add *add, size_t n,
+                       const void *stamp, size_t stamp_len, cprof_buf *out) {
   if (old && n > 0) {
     int err = write_appended(old, add, n, stamp, stamp_len, out);
     if (err != 1) return err;
@@ -416,7 +507,7 @@ int cprof__symcache_write(const cprof__symcache_view *old,
     cprof__sym_result r = {0};
     cprof__sym_frame frames[CPROF__SYM_MAX_FRAMES];
     /* pc = offset keeps each start's distance to it. */
-    if (!cprof__symcache_find(old, e.off, e.off, &r, frames)) continue;
+    if (!find_in(old, e.off, e.off, &r, frames)) continue;
     r.frames = frames;
     put_result(&w, e.off, e.off, &r);
   }
@@ -434,6 +525,121 @@ int cprof__symcache_write(const cprof__symcache_view *old,
         cprof__buf_append(out, w.frames.data, w.frames.len) != 0 ||
         cprof__buf_append(out, w.strings.data, w.strings.len) != 0)
       err = err ? err : CPROF_ENOMEM;
+  }
+  writer_free(&w);
+  return err;
+}
+
+/* add[0..n) followed by the results of old's appended parts, newest
+ * first, each offset once (the first kept): what an entry of old's first
+ * part gets added when its parts are written into one. */
+typedef struct gathered {
+  cprof__symcache_add *add;
+  size_t n;
+  cprof__sym_result *results;
+  cprof__sym_frame *frames;
+} gathered;
+
+static void gathered_free(gathered *g) {
+  cprof__free(g->add);
+  cprof__free(g->results);
+  cprof__free(g->frames);
+}
+
+static int gather(const cprof__symcache_view *old,
+                  const cprof__symcache_add *add, size_t n, gathered *g) {
+  size_t nres = 0, nframes = 0;
+  for (uint32_t i = 1; i < old->nparts; i++) {
+    nres += old->part[i].nentries;
+    nframes += old->part[i].nframes;
+  }
+  g->add = cprof__malloc((n + nres + 1) * sizeof *g->add);
+  g->results = cprof__malloc((nres + 1) * sizeof *g->results);
+  g->frames = cprof__malloc((nframes + 1) * sizeof *g->frames);
+  cprof__hmap seen = {0};
+  int err = g->add && g->results && g->frames ? 0 : CPROF_ENOMEM;
+  uint64_t v;
+  for (size_t i = 0; i < n && !err; i++) {
+    if (add[i].off == 0 || cprof__hmap_get(&seen, add[i].off, &v)) continue;
+    if (cprof__hmap_put(&seen, add[i].off, 1) != 0) err = CPROF_ENOMEM;
+    g->add[g->n++] = add[i];
+  }
+  size_t r = 0, f = 0;
+  for (uint32_t p = old->nparts; p-- > 1 && !err;) {
+    const cprof__symcache_part *part = &old->part[p];
+    /* A part whose entries share frames (which no writer here makes) is
+     * left out: the frames copied are at most the parts' frames. */
+    size_t uses = 0;
+    for (uint32_t i = 0; i < part->nentries; i++)
+      uses += entry_at(part, i).nframes;
+    if (uses > part->nframes) continue;
+    for (uint32_t i = 0; i < part->nentries && !err; i++) {
+      entry e = entry_at(part, i);
+      if (cprof__hmap_get(&seen, e.off, &v)) continue;
+      cprof__sym_result *res = &g->results[r];
+      *res = (cprof__sym_result){0};
+      if (!find_in(part, e.off, e.off, res, g->frames + f)) continue;
+      res->frames = g->frames + f;
+      f += (size_t)res->nframes;
+      r++;
+      if (cprof__hmap_put(&seen, e.off, 1) != 0) err = CPROF_ENOMEM;
+      g->add[g->n++] = (cprof__symcache_add){e.off, e.off, res};
+    }
+  }
+  cprof__hmap_free(&seen);
+  return err;
+}
+
+int cprof__symcache_write(const cprof__symcache_view *old,
+                          cprof__symcache_add *add, size_t n,
+                          const void *stamp, size_t stamp_len,
+                          cprof_buf *out) {
+  if (stamp_len > UINT32_MAX / 2) return CPROF_EINVAL;
+  gathered g = {0};
+  if (old && old->nparts > 1) {
+    int err = gather(old, add, n, &g);
+    if (err) {
+      gathered_free(&g);
+      return err;
+    }
+    add = g.add;
+    n = g.n;
+  }
+  /* An offset given twice (a pc looked up again after JIT code moved)
+   * has the same result both times: either is kept. */
+  if (n > 1) qsort(add, n, sizeof *add, by_off);
+  int err = write_entry(old ? &old->part[0] : NULL, add, n, stamp,
+                        stamp_len, out);
+  gathered_free(&g);
+  return err;
+}
+
+int cprof__symcache_append(cprof__symcache_add *add, size_t n,
+                           cprof_buf *out) {
+  if (n > 1) qsort(add, n, sizeof *add, by_off);
+  writer w = {0};
+  if (cprof__buf_append(&w.strings, "", 1) != 0) return CPROF_ENOMEM;
+  for (size_t i = 0; i < n; i++)
+    put_result(&w, add[i].off, add[i].pc, add[i].r);
+  int err = w.err;
+  size_t body = w.entries.len + w.frames.len + w.strings.len;
+  if (!err) {
+    uint32_t h[4] = {w.nentries, w.nframes, (uint32_t)w.strings.len, 0};
+    const uint64_t hash_later = 0;
+    out->len = 0;
+    if (cprof__buf_append(out, PART_MAGIC, sizeof PART_MAGIC) != 0 ||
+        cprof__buf_append(out, h, sizeof h) != 0 ||
+        cprof__buf_append(out, &hash_later, sizeof hash_later) != 0 ||
+        cprof__buf_append(out, w.entries.data, w.entries.len) != 0 ||
+        cprof__buf_append(out, w.frames.data, w.frames.len) != 0 ||
+        cprof__buf_append(out, w.strings.data, w.strings.len) != 0)
+      err = CPROF_ENOMEM;
+  }
+  if (!err) {
+    uint64_t hash =
+        cprof__hash_bytes(CPROF__HASH_SEED, out->data + PART_HDR, body);
+    memcpy(out->data + sizeof PART_MAGIC + 4 * sizeof(uint32_t), &hash,
+           sizeof hash);
   }
   writer_free(&w);
   return err;

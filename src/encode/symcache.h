@@ -26,22 +26,44 @@
 /* The most addresses one object's entry holds; the newest are kept. */
 #define CPROF__SYMCACHE_MAX 65536
 
-/* A parsed entry; it points into the caller's bytes. */
-typedef struct cprof__symcache_view {
-  const unsigned char *stamp;
-  size_t stamp_len;
+/* An entry holds its written part and at most 15 appended ones. */
+#define CPROF__SYMCACHE_PARTS 16
+
+/* One part's records; they point into the caller's bytes. */
+typedef struct cprof__symcache_part {
   const unsigned char *entries; /* nentries records, by offset */
   uint32_t nentries;
   const unsigned char *frames; /* nframes records */
   uint32_t nframes;
   const char *strings; /* strings_len bytes, the last a NUL */
   uint32_t strings_len;
+} cprof__symcache_part;
+
+/* A parsed entry: the part written with its stamp, then the parts
+ * appended to it since, oldest first. A part's result for an offset
+ * replaces the older parts'. */
+typedef struct cprof__symcache_view {
+  const unsigned char *stamp;
+  size_t stamp_len;
+  cprof__symcache_part part[CPROF__SYMCACHE_PARTS];
+  uint32_t nparts;   /* at least 1 */
+  uint32_t nentries; /* over all parts, an offset counted in each */
+  /* Bytes after the last part that make none (a write cut short, or more
+   * parts than are kept): the next save writes the entry whole. */
+  bool damaged;
 } cprof__symcache_view;
 
-/* Parses data[0..len): false unless it is an entry of this format whose
- * every record, index and string lies inside it. */
+/* Parses data[0..len): false unless it begins with an entry of this
+ * format whose every record, index and string lies inside it. Appended
+ * parts follow while each is whole and checks (its hash), at most
+ * CPROF__SYMCACHE_PARTS in all; what follows them sets damaged. */
 CPROF__HIDDEN bool cprof__symcache_parse(const void *data, size_t len,
                                          cprof__symcache_view *v);
+
+/* Adds the appended part data[0..len) (as cprof__symcache_append wrote
+ * it) to v: false when it is not one, or v has CPROF__SYMCACHE_PARTS. */
+CPROF__HIDDEN bool cprof__symcache_add_part(cprof__symcache_view *v,
+                                            const void *data, size_t len);
 
 /* The result kept for file offset off, pc being where that offset is
  * mapped in this process: fills *r (all but its mapping and frames) and
@@ -61,12 +83,30 @@ typedef struct cprof__symcache_add {
 
 /* Writes to out an entry with stamp[0..stamp_len) holding add[0..n) (an
  * offset given twice keeps one of its results, which are the same) and
- * the addresses of old (NULL for none) that add does not have, up to
- * CPROF__SYMCACHE_MAX addresses, the added first. Sorts add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
+ * the addresses of old's parts (NULL for none) that add and newer parts
+ * do not have, up to CPROF__SYMCACHE_MAX addresses, the added first, in
+ * one part. Sorts add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__symcache_write(const cprof__symcache_view *old,
                                         cprof__symcache_add *add, size_t n,
                                         const void *stamp, size_t stamp_len,
                                         cprof_buf *out);
+
+/* Writes to out a part holding add[0..n), to be appended to an entry
+ * (cprof__symcache_appendable says which). Sorts add. 0, CPROF_EINVAL or
+ * CPROF_ENOMEM. */
+CPROF__HIDDEN int cprof__symcache_append(cprof__symcache_add *add, size_t n,
+                                         cprof_buf *out);
+
+/* How many bytes of an entry's beginning cprof__symcache_appendable
+ * reads, for a stamp of stamp_len bytes. */
+CPROF__HIDDEN size_t cprof__symcache_head_len(size_t stamp_len);
+
+/* Whether head[0..len), an entry's first bytes, begins an entry of this
+ * format stamped with stamp[0..stamp_len), to which parts of results
+ * under that stamp may be appended. */
+CPROF__HIDDEN bool cprof__symcache_appendable(const void *head, size_t len,
+                                              const void *stamp,
+                                              size_t stamp_len);
 
 /*
  * Stamps. A stamp is a tag (what wrote the entry: cprof's own build and

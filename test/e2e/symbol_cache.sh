@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The symbol cache (docs/symbols.md): a C++ program built -O2 -g, its DWARF
 # moved to a separate compressed debug file, writes heap profiles of every
-# allocation (a set of addresses that is the same at every run). The first
-# run names them with libdw and writes the cache's entry for the program's
-# build ID. Then the debug file's DWARF is wrecked in place, its size,
+# allocation (a set of addresses that is the same at every run). A CPU
+# profile's run writes the cache's entry for the program's build ID; the
+# first heap run names its addresses with libdw and appends them to the
+# entry, in place. Then the debug file's DWARF is wrecked in place, its size,
 # inode and modification time kept, and the inflated copy is removed: a
 # second run still names every location as addr2line -i does on the
 # unstripped program, with the same traces as the first, and reads no
@@ -50,8 +51,20 @@ run() {
 lines() { grep -c 'nofp_inline\.cc:[0-9]' "$TMP/$1.traces" || true; }
 
 mkdir -m 700 "$cache"
+# A CPU profile first: it writes the entry, with the addresses its samples
+# had. The heap profile's run then adds its own as a part appended to that
+# file (the same inode, grown), which the second run below reads.
+env CPROF_DEBUG_CACHE="$cache" LD_PRELOAD="$rt" "$cprof" run --dump cpu \
+  --dump-out "$TMP/cpufirst.log" -- "$TMP/a/prog" 0.2 >/dev/null 2>&1
+[ -f "$entry" ] || fail "no symbol cache entry $entry after a CPU profile's run ($(ls -la "$cache" 2>&1))"
+was=$(stat -c '%i %s' "$entry")
 run first
 [ -f "$entry" ] || fail "no symbol cache entry $entry after the first run ($(ls -la "$cache" 2>&1))"
+now=$(stat -c '%i %s' "$entry")
+[ "${now% *}" = "${was% *}" ] && [ "${now#* }" -gt "${was#* }" ] ||
+  fail "the heap profile's addresses were not appended to the entry (inode and size were $was, are $now)"
+checks=$((checks + 1))
+echo "ok: a run naming new addresses appended them (the entry grew from ${was#* } to ${now#* } bytes in place)"
 [ "$(stat -c %a "$entry")" = 600 ] || fail "the entry is $(stat -c %a "$entry"), not 600"
 [ "$(head -c 5 "$entry")" = CPSYM ] || fail "the entry does not start with its magic"
 ls "$cache" >"$TMP/cache.list"

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "encode/symcache.h"
 #include "testutil.h"
 
@@ -99,7 +100,7 @@ static void test_append_rounds(void) {
   uint64_t first[300];
   for (size_t i = 0; i < 300; i++) first[i] = 16 * i + 16;
   CHECK(write_offs(NULL, first, 300, 0, &cur, &v));
-  uint32_t strings_before = v.strings_len;
+  uint32_t strings_before = v.part[0].strings_len;
   cprof__symcache_view before = v; /* in cur, kept */
   /* Round two: offsets between and after the old ones, unsorted, one
    * given twice. */
@@ -109,12 +110,13 @@ static void test_append_rounds(void) {
   CHECK(write_offs(&v, second, 200, 0, &next, &v));
   CHECK_EQ_INT((int)v.nentries, 300 + 199);
   /* Names and files repeat: nothing new for the strings. */
-  CHECK_EQ_INT((int)v.strings_len, (int)strings_before);
+  CHECK_EQ_INT((int)v.part[0].strings_len, (int)strings_before);
   /* Appended: the old frames and strings are the new ones' first part
    * (a whole rewrite would put the added results' first). */
-  CHECK(v.nframes > before.nframes &&
-        memcmp(v.frames, before.frames, (size_t)before.nframes * 24) == 0);
-  CHECK(memcmp(v.strings, before.strings, before.strings_len) == 0);
+  const cprof__symcache_part *now = &v.part[0], *was = &before.part[0];
+  CHECK(now->nframes > was->nframes &&
+        memcmp(now->frames, was->frames, (size_t)was->nframes * 24) == 0);
+  CHECK(memcmp(now->strings, was->strings, was->strings_len) == 0);
   for (size_t i = 0; i < 300; i++) CHECK(holds(&v, first[i], 0));
   for (size_t i = 0; i < 200; i++) CHECK(holds(&v, second[i], 0));
   CHECK(!holds(&v, 8, 0)); /* never added */
@@ -170,7 +172,7 @@ static void test_code_checked(void) {
   uint64_t off[1] = {8}; /* 8 % 3: a call; 8 / 3 % 3: a stub */
   CHECK(write_offs(NULL, off, 1, 0, &a, &v));
   CHECK(holds(&v, 8, 0));
-  unsigned char *e = (unsigned char *)v.entries;
+  unsigned char *e = (unsigned char *)v.part[0].entries;
   unsigned char flags = e[14];
   CHECK_EQ_INT(flags & 120, 120);
   e[14] = (unsigned char)(flags & ~8); /* a call never read */
@@ -190,8 +192,104 @@ static void test_code_checked(void) {
   cprof_buf_free(&a);
 }
 
+/* A part of offs[0..n) (results of salt), to append. */
+static void append_offs(const uint64_t *offs, size_t n, int salt,
+                        cprof_buf *out) {
+  made *m = calloc(n ? n : 1, sizeof *m);
+  cprof__symcache_add *a = calloc(n ? n : 1, sizeof *a);
+  if (!m || !a) abort();
+  for (size_t i = 0; i < n; i++) {
+    make(&m[i], offs[i], salt);
+    a[i] = (cprof__symcache_add){offs[i], 0x400000 + offs[i], &m[i].r};
+  }
+  CHECK(cprof__symcache_append(a, n, out) == 0);
+  free(a);
+  free(m);
+}
+
+/* file (an entry) with data[0..len) appended. */
+static void put(cprof_buf *file, const void *data, size_t len) {
+  CHECK(cprof__buf_append(file, data, len) == 0);
+}
+
+/* Parts appended to an entry, as exit dumps append them: each part's
+ * results are found, a newer part's replacing an older's; a part cut
+ * short or changed, and parts past the limit, are not used and mark the
+ * entry damaged; all parts written into one keep the newest results. */
+static void test_parts(void) {
+  cprof_buf file = {0}, part = {0}, other = {0};
+  cprof__symcache_view v, w;
+  uint64_t first[300], second[100], third[2];
+  for (size_t i = 0; i < 300; i++) first[i] = 16 * i + 16;
+  for (size_t i = 0; i < 100; i++) second[i] = 32 * i + 8; /* some new */
+  second[50] = first[40];                                  /* one old */
+  third[0] = first[41];
+  third[1] = second[0];
+  CHECK(write_offs(NULL, first, 300, 0, &file, &v));
+  /* The head of an entry says whether a part of this stamp may go on. */
+  size_t head = cprof__symcache_head_len(STAMP_LEN);
+  CHECK(cprof__symcache_appendable(file.data, head, STAMP, STAMP_LEN));
+  CHECK(!cprof__symcache_appendable(file.data, head - 1, STAMP, STAMP_LEN));
+  CHECK(!cprof__symcache_appendable(file.data, head, "\x01\x0f\x00cprof "
+                                    "symbols 2", STAMP_LEN));
+  append_offs(second, 100, 1, &part);
+  append_offs(third, 2, 2, &other);
+  size_t base_len = file.len;
+  put(&file, part.data, part.len);
+  put(&file, other.data, other.len);
+  CHECK(cprof__symcache_parse(file.data, file.len, &v));
+  CHECK_EQ_INT((int)v.nparts, 3);
+  CHECK(!v.damaged);
+  CHECK_EQ_INT((int)v.nentries, 300 + 100 + 2);
+  for (size_t i = 0; i < 300; i++)
+    if (i != 40 && i != 41) CHECK(holds(&v, first[i], 0));
+  CHECK(holds(&v, first[40], 1) && holds(&v, first[41], 2));
+  CHECK(holds(&v, second[0], 2) && holds(&v, second[99], 1));
+  /* A view grows by a part as a process appends one. */
+  cprof__symcache_view grown;
+  CHECK(cprof__symcache_parse(file.data, base_len, &grown));
+  CHECK(cprof__symcache_add_part(&grown, part.data, part.len));
+  CHECK(!cprof__symcache_add_part(&grown, part.data, part.len - 1));
+  CHECK(grown.nparts == 2 && holds(&grown, second[99], 1));
+  /* Written into one part: every offset once, the newest result. */
+  cprof_buf one = {0};
+  CHECK(cprof__symcache_write(&v, NULL, 0, STAMP, STAMP_LEN, &one) == 0);
+  CHECK(cprof__symcache_parse(one.data, one.len, &w));
+  CHECK_EQ_INT((int)w.nparts, 1);
+  CHECK_EQ_INT((int)w.nentries, 300 + 99);
+  CHECK(holds(&w, first[40], 1) && holds(&w, first[41], 2) &&
+        holds(&w, second[0], 2) && holds(&w, first[0], 0) &&
+        holds(&w, second[99], 1));
+  /* The last part cut short: the others stand, the entry is damaged. */
+  CHECK(cprof__symcache_parse(file.data, file.len - 1, &v));
+  CHECK(v.nparts == 2 && v.damaged && holds(&v, second[0], 1) &&
+        !holds(&v, third[1] + 0, 2));
+  /* A byte of the first part changed: its hash fails, and what follows
+   * it is not read either. */
+  file.data[base_len + part.len - 2] ^= 1;
+  CHECK(cprof__symcache_parse(file.data, file.len, &v));
+  CHECK(v.nparts == 1 && v.damaged && holds(&v, first[40], 0) &&
+        !holds(&v, second[99], 1));
+  file.data[base_len + part.len - 2] ^= 1;
+  /* At most CPROF__SYMCACHE_PARTS parts are read. */
+  file.len = base_len;
+  for (int i = 0; i < CPROF__SYMCACHE_PARTS; i++)
+    put(&file, other.data, other.len);
+  CHECK(cprof__symcache_parse(file.data, file.len, &v));
+  CHECK(v.nparts == CPROF__SYMCACHE_PARTS && v.damaged);
+  file.len -= other.len;
+  CHECK(cprof__symcache_parse(file.data, file.len, &v));
+  CHECK(v.nparts == CPROF__SYMCACHE_PARTS && !v.damaged);
+  CHECK(!cprof__symcache_add_part(&v, other.data, other.len));
+  cprof_buf_free(&file);
+  cprof_buf_free(&part);
+  cprof_buf_free(&other);
+  cprof_buf_free(&one);
+}
+
 int main(void) {
   RUN(test_append_rounds);
+  RUN(test_parts);
   RUN(test_code_checked);
   RUN(test_full_entry);
   return TEST_RESULT();
