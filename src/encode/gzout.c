@@ -14,19 +14,27 @@ int cprof__gzout_init(cprof__gzout *g, int mem_level,
   memset(g, 0, sizeof *g);
   g->drain = drain;
   g->ctx = ctx;
+  g->small_mem_level = mem_level;
   g->in = cprof__malloc(CPROF__GZOUT_CAP);
   g->out = cprof__malloc(CPROF__GZOUT_CAP);
   if (!g->in || !g->out) return CPROF_ENOMEM;
   g->z.next_out = g->out;
   g->z.avail_out = CPROF__GZOUT_CAP;
+  return 0;
+}
+
+/* Sets the compressor up for a stream that fits the gathered input
+ * (whole: the first deflate finishes it) or not. */
+static int start(cprof__gzout *g, bool whole) {
   /* windowBits 15 + 16 asks for a gzip header and trailer, which is what
    * pprof expects of a profile file. */
   cprof__guard_enter();
-  int rc = deflateInit2(&g->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16, mem_level,
-                        Z_DEFAULT_STRATEGY);
+  int rc = deflateInit2(&g->z, Z_BEST_SPEED, Z_DEFLATED, 15 + 16,
+                        whole ? g->small_mem_level : 8, Z_DEFAULT_STRATEGY);
   cprof__guard_exit();
   if (rc != Z_OK) return CPROF_ENOMEM;
   g->ready = true;
+  g->mem_level = whole ? g->small_mem_level : 8;
   return 0;
 }
 
@@ -43,6 +51,10 @@ static int deflate_bytes(cprof__gzout *g, const void *data, size_t n,
                          int flush) {
   const unsigned char *src = data;
   if (n == 0 && flush == Z_NO_FLUSH) return 0;
+  if (!g->ready) {
+    int err = start(g, flush == Z_FINISH);
+    if (err) return err;
+  }
   do {
     /* avail_in is a uInt: larger inputs go in pieces it holds. */
     uInt take = n > UINT_MAX ? UINT_MAX : (uInt)n;

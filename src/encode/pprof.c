@@ -318,11 +318,12 @@ cprof__pprof *cprof__pprof_new(const cprof_sink *sink, bool gzip) {
      * (gzip.BestSpeed): a compiler's exit dump of a
      * 185 KB CPU profile and a 150 KB heap profile took 14 ms to compress
      * at level 6 and take 5 ms, for files 12% larger.
-     * memLevel 5, not zlib's 8: a hash table of 8 KiB instead of 64, which
-     * every profile clears and a fork child's first profile faults in (0.8
-     * ms of such a child's exit dump); profiles of tens of KiB compress as
-     * small or smaller (at level 6, 3,062 bytes against 3,080 for a
-     * 13,864-byte heap profile). */
+     * memLevel 5 for a profile of up to 32 KiB, not zlib's 8: a hash
+     * table of 8 KiB instead of 64, which every profile clears and a fork
+     * child's first profile faults in (0.8 ms of such a child's exit
+     * dump); such profiles compress as small or smaller (at level 6,
+     * 3,062 bytes against 3,080 for a 13,864-byte heap profile). A longer
+     * profile gets 8, which compresses it faster (gzout.h). */
     if (cprof__gzout_init(&p->gz, 5, sink_write, p) != 0) goto fail;
   }
   return p;

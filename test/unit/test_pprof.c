@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "base/mem.h"
+#include "encode/gzout.h"
 #include "encode/pprof.h"
 #include "encode/writer.h"
 #include "pbread.h"
@@ -407,6 +408,48 @@ static void test_gzip_roundtrip(void) {
   cprof_buf_free(&gz);
 }
 
+static int gz_collect(void *ctx, const void *data, size_t n) {
+  return cprof__buf_append(ctx, data, n) ? CPROF_ENOMEM : 0;
+}
+
+/* n bytes, written in pieces of up to 100, through a gzip stream: the
+ * memLevel it took, after it gunzips to them. */
+static int gz_stream(size_t n) {
+  unsigned char *in = malloc(n + 1);
+  if (!in) abort();
+  uint32_t x = 7;
+  for (size_t i = 0; i < n; i++) {
+    x = x * 1103515245u + 12345u;
+    in[i] = (unsigned char)("abcdefgh"[(x >> 16) % 8]);
+  }
+  cprof_buf gz = {0};
+  cprof__gzout g;
+  CHECK_EQ_INT(cprof__gzout_init(&g, 5, gz_collect, &gz), 0);
+  for (size_t at = 0; at < n; at += 100)
+    CHECK_EQ_INT(cprof__gzout_write(&g, in + at, n - at < 100 ? n - at : 100),
+                 0);
+  CHECK_EQ_INT(cprof__gzout_finish(&g), 0);
+  int level = g.mem_level;
+  cprof__gzout_free(&g);
+  size_t got = 0;
+  unsigned char *plain = gunzip(gz.data, gz.len, &got);
+  CHECK(plain != NULL && got == n && memcmp(plain, in, n) == 0);
+  free(plain);
+  free(in);
+  cprof_buf_free(&gz);
+  return level;
+}
+
+/* A stream that fits the gathered input takes the memLevel asked for,
+ * a longer one zlib's 8 (gzout.h). */
+static void test_gzout_levels(void) {
+  CHECK_EQ_INT(gz_stream(0), 5);
+  CHECK_EQ_INT(gz_stream(1000), 5);
+  CHECK_EQ_INT(gz_stream(CPROF__GZOUT_CAP), 5);
+  CHECK_EQ_INT(gz_stream(CPROF__GZOUT_CAP + 1), 8);
+  CHECK_EQ_INT(gz_stream(300000), 8);
+}
+
 /* Many samples with distinct values, so even compressed the output
  * outgrows one output buffer and reaches the sink before finish(). */
 static void write_large(cprof__pprof *p, size_t nsamples) {
@@ -568,6 +611,7 @@ static void test_tabwrite(void) {
 }
 
 int main(void) {
+  RUN(test_gzout_levels);
   RUN(test_tabwrite);
   RUN(test_fields);
   RUN(test_exact_bytes);
