@@ -10,8 +10,8 @@
  * added, and as that entry with a part of the other half appended (the
  * path every exit dump takes), also written into one part. Its stamp is
  * checked too (it stats the paths it names). ASan checks that nothing is
- * read outside the input. The corpus holds an
- * entry written by a run of ls.
+ * read outside the input. The corpus holds the entry three runs of ls
+ * wrote: one part written whole, two appended.
  */
 #include <stdint.h>
 #include <stdlib.h>
