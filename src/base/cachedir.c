@@ -157,18 +157,27 @@ unsigned long long cprof__cachedir_max(void) { return cache_max; }
 
 const char *cprof__cachedir_path(void) { return cache_dir; }
 
-/* Writes all of buf at off. */
+/* Writes all of buf at off. A file that would pass the process's
+ * RLIMIT_FSIZE is not written past it, and the SIGXFSZ that would kill
+ * the program is taken back (env.h). */
 bool cprof__cachedir_write_at(int fd, const void *buf, size_t len, off_t off) {
   const unsigned char *p = buf;
+  cprof__write_guard g;
+  cprof__write_guard_begin(&g);
+  int failed = 0;
   while (len > 0) {
     ssize_t w = pwrite(fd, p, len, off);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
+    if (w <= 0) {
+      failed = w < 0 ? errno : EIO;
+      break;
+    }
     p += w;
     len -= (size_t)w;
     off += w;
   }
-  return true;
+  cprof__write_guard_end(&g, failed);
+  return failed == 0;
 }
 
 /* The entries' total size as this process last listed the directory,
@@ -378,10 +387,14 @@ bool cprof__cachedir_append(const char *name, const void *data, size_t len,
       (unsigned long long)was.st_size + len <= cache_max &&
       accept(fd, ctx)) {
     /* One write: two processes' parts never interleave (the file's lock
-     * is held across a write), and one cut short is told by its hash. */
+     * is held across a write), and one cut short (the file at the
+     * process's RLIMIT_FSIZE, say) is told by its hash. */
+    cprof__write_guard g;
+    cprof__write_guard_begin(&g);
     do
       w = write(fd, data, len);
     while (w < 0 && errno == EINTR);
+    cprof__write_guard_end(&g, w < 0 ? errno : 0);
   }
   bool ok = w == (ssize_t)len && fstat(fd, st) == 0;
   if (fd >= 0) close(fd);

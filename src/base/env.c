@@ -7,7 +7,8 @@
  * message goes through cprof__quote, so a message stays one line whatever
  * the value holds. cprof__warn writes the lines, to the stderr the program
  * started with when dumps keep a descriptor on it (cprof__warn_redirect),
- * and never raises SIGPIPE in the program (cprof__pipe_guard).
+ * and never raises SIGPIPE or SIGXFSZ in the program
+ * (cprof__write_guard).
  * Variables the constructor took out of the environment (init.c) still
  * read as they were. This file depends on no other module of cprof's, so
  * the fuzzers can link it alone.
@@ -126,26 +127,33 @@ int cprof__parse_int(const char *s, long long min, long long max,
   return 0;
 }
 
-void cprof__pipe_guard_begin(cprof__pipe_guard *g) {
-  sigset_t pipe_set, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &g->old);
+void cprof__write_guard_begin(cprof__write_guard *g) {
+  sigset_t set, pending;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  sigaddset(&set, SIGXFSZ);
+  bool got = sigpending(&pending) == 0;
+  g->pipe_pending = got && sigismember(&pending, SIGPIPE);
+  g->xfsz_pending = got && sigismember(&pending, SIGXFSZ);
+  pthread_sigmask(SIG_BLOCK, &set, &g->old);
 }
 
-void cprof__pipe_guard_end(cprof__pipe_guard *g, bool got_epipe) {
-  sigset_t pipe_set, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  /* The write raised SIGPIPE for this thread, where it is blocked: take it
-   * back before the mask lets it through. */
-  if (got_epipe && !g->was_pending && sigpending(&pending) == 0 &&
-      sigismember(&pending, SIGPIPE)) {
+void cprof__write_guard_end(cprof__write_guard *g, int failed_errno) {
+  int sig = failed_errno == EPIPE ? SIGPIPE
+            : failed_errno == EFBIG ? SIGXFSZ
+                                    : 0;
+  bool was = sig == SIGPIPE ? g->pipe_pending : g->xfsz_pending;
+  sigset_t one, pending;
+  /* The write raised the signal for this thread, where it is blocked:
+   * take it back before the mask lets it through. */
+  if (sig && !was && sigpending(&pending) == 0 &&
+      sigismember(&pending, sig)) {
+    sigemptyset(&one);
+    sigaddset(&one, sig);
     const struct timespec zero = {0, 0};
     /* The system call, not libc's (which cprof's wait interposer
      * wraps). */
-    cprof__sys4(SYS_rt_sigtimedwait, (long)&pipe_set, 0L, (long)&zero, 8L);
+    cprof__sys4(SYS_rt_sigtimedwait, (long)&one, 0L, (long)&zero, 8L);
   }
   pthread_sigmask(SIG_SETMASK, &g->old, NULL);
 }
@@ -189,10 +197,10 @@ void cprof__warn(const char *fmt, ...) {
            (unsigned long long)st.st_ino != atomic_load(&warn_ino))
     fd = -1;
   if (fd >= 0) {
-    cprof__pipe_guard g;
-    cprof__pipe_guard_begin(&g);
+    cprof__write_guard g;
+    cprof__write_guard_begin(&g);
     ssize_t w = write(fd, line, len);
-    cprof__pipe_guard_end(&g, w < 0 && errno == EPIPE);
+    cprof__write_guard_end(&g, w < 0 ? errno : 0);
   }
   errno = saved;
 }

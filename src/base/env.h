@@ -88,17 +88,20 @@ CPROF__HIDDEN size_t cprof__quote(char *out, size_t outlen, const char *s,
  * it, in buf; returns buf, for a "%s" in a message. */
 CPROF__HIDDEN const char *cprof__quoted(char *buf, size_t len, const char *s);
 
-/* SIGPIPE held off the calling thread around cprof's writes to pipes it
- * does not own the reader of: begin blocks it; end takes back the SIGPIPE
- * a write raised (got_epipe: a write failed with EPIPE), unless one was
- * pending before (that one is the program's), and restores the mask. So a
- * reader that went away never kills the program through cprof. */
-typedef struct cprof__pipe_guard {
+/* SIGPIPE and SIGXFSZ held off the calling thread around cprof's writes
+ * to pipes it does not own the reader of and to files: begin blocks them;
+ * end takes back the one a failed write raised (failed_errno EPIPE: a
+ * reader gone, SIGPIPE; EFBIG: a file at the process's RLIMIT_FSIZE,
+ * SIGXFSZ; 0 for none), unless one was pending before (that one is the
+ * program's), and restores the mask. So neither kills the program
+ * through cprof. */
+typedef struct cprof__write_guard {
   sigset_t old;
-  bool was_pending;
-} cprof__pipe_guard;
-CPROF__HIDDEN void cprof__pipe_guard_begin(cprof__pipe_guard *g);
-CPROF__HIDDEN void cprof__pipe_guard_end(cprof__pipe_guard *g, bool got_epipe);
+  bool pipe_pending, xfsz_pending;
+} cprof__write_guard;
+CPROF__HIDDEN void cprof__write_guard_begin(cprof__write_guard *g);
+CPROF__HIDDEN void cprof__write_guard_end(cprof__write_guard *g,
+                                          int failed_errno);
 
 /* Prints "cprof: <message>" as one line on stderr, with one write(2) so
  * concurrent output cannot split it. After cprof__warn_redirect(fd), lines

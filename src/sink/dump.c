@@ -371,9 +371,9 @@ static int write_out(dump_out *o, const char *data, size_t len,
     o->fd = -1;
     return CPROF_EIO;
   }
-  cprof__pipe_guard g;
-  cprof__pipe_guard_begin(&g);
-  bool got_epipe = false;
+  cprof__write_guard g;
+  cprof__write_guard_begin(&g);
+  int failed_errno = 0;
   int err = 0;
   int64_t stall_end = cprof__mono_ns() + DUMP_STALL_MS * 1000000LL;
   while (len > 0 && !err) {
@@ -396,11 +396,11 @@ static int write_out(dump_out *o, const char *data, size_t len,
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       err = wait_writable(o->fd, stall_end, deadline);
     } else {
-      got_epipe = n < 0 && errno == EPIPE;
+      failed_errno = n < 0 ? errno : 0;
       err = CPROF_EIO;
     }
   }
-  cprof__pipe_guard_end(&g, got_epipe);
+  cprof__write_guard_end(&g, failed_errno);
   return err;
 }
 

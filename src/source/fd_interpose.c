@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base/env.h"
 #include "base/fork.h"
 #include "base/lock.h"
 #include "base/mem.h"
@@ -274,7 +275,10 @@ static void say_refused(const char *fn, int fd) {
     for (const char *s = parts[i]; *s && n < (int)sizeof line - 1; s++)
       line[n++] = *s;
   }
-  (void)!write(STDERR_FILENO, line, (size_t)n);
+  cprof__write_guard g;
+  cprof__write_guard_begin(&g);
+  ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+  cprof__write_guard_end(&g, w < 0 ? errno : 0);
 }
 
 static bool refuse(const char *fn, int oldfd, int newfd) {
