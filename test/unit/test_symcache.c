@@ -52,10 +52,10 @@ static void make(made *m, uint64_t off, int salt) {
     m->r.call_disp = (int32_t)(off * 2654435761u) + salt;
 }
 
-/* Writes offs[0..n) (results of salt) onto old (NULL: a new entry). */
-static bool write_offs(const cprof__symcache_view *old, const uint64_t *offs,
-                       size_t n, int salt, cprof_buf *out,
-                       cprof__symcache_view *v) {
+/* Writes offs[0..n) (results of salt) to out: an entry onto old (NULL: a
+ * new entry), or, as_part, a part to append. */
+static int write_made(const cprof__symcache_view *old, const uint64_t *offs,
+                      size_t n, int salt, bool as_part, cprof_buf *out) {
   made *m = calloc(n ? n : 1, sizeof *m);
   cprof__symcache_add *a = calloc(n ? n : 1, sizeof *a);
   if (!m || !a) abort();
@@ -63,10 +63,19 @@ static bool write_offs(const cprof__symcache_view *old, const uint64_t *offs,
     make(&m[i], offs[i], salt);
     a[i] = (cprof__symcache_add){offs[i], 0x400000 + offs[i], &m[i].r};
   }
-  int err = cprof__symcache_write(old, a, n, STAMP, STAMP_LEN, out);
+  int err = as_part ? cprof__symcache_append(a, n, out)
+                    : cprof__symcache_write(old, a, n, STAMP, STAMP_LEN, out);
   free(a);
   free(m);
-  return err == 0 && cprof__symcache_parse(out->data, out->len, v);
+  return err;
+}
+
+/* Writes offs[0..n) (results of salt) onto old (NULL: a new entry). */
+static bool write_offs(const cprof__symcache_view *old, const uint64_t *offs,
+                       size_t n, int salt, cprof_buf *out,
+                       cprof__symcache_view *v) {
+  return write_made(old, offs, n, salt, false, out) == 0 &&
+         cprof__symcache_parse(out->data, out->len, v);
 }
 
 /* Whether v holds off with the result of salt. */
@@ -195,16 +204,7 @@ static void test_code_checked(void) {
 /* A part of offs[0..n) (results of salt), to append. */
 static void append_offs(const uint64_t *offs, size_t n, int salt,
                         cprof_buf *out) {
-  made *m = calloc(n ? n : 1, sizeof *m);
-  cprof__symcache_add *a = calloc(n ? n : 1, sizeof *a);
-  if (!m || !a) abort();
-  for (size_t i = 0; i < n; i++) {
-    make(&m[i], offs[i], salt);
-    a[i] = (cprof__symcache_add){offs[i], 0x400000 + offs[i], &m[i].r};
-  }
-  CHECK(cprof__symcache_append(a, n, out) == 0);
-  free(a);
-  free(m);
+  CHECK(write_made(NULL, offs, n, salt, true, out) == 0);
 }
 
 /* file (an entry) with data[0..len) appended. */
