@@ -85,7 +85,7 @@ typedef struct cprof__symcache_add {
  * offset given twice keeps one of its results, which are the same) and
  * the addresses of old's parts (NULL for none) that add and newer parts
  * do not have, up to CPROF__SYMCACHE_MAX addresses, the added first, in
- * one part. Sorts add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
+ * one part. May sort add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__symcache_write(const cprof__symcache_view *old,
                                         cprof__symcache_add *add, size_t n,
                                         const void *stamp, size_t stamp_len,
