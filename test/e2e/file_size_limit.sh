@@ -9,6 +9,9 @@
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 prog=$CPROFTEST_BUILD/test/progs/nofp_inline
+if tsan_build "$prog"; then
+  skip_rest "preloaded runs (the TSan build cannot preload, see lib.bash)"
+fi
 rt=$(preload_env "$prog" | sed 's#[^ ]*libcprof\.so##')
 
 # run CACHE LIMIT_KIB: the program for 0.2 s of CPU with cpu and heap
