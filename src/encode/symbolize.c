@@ -143,6 +143,8 @@ static struct {
   cprof__hmap cache;   /* pc -> cprof__sym_result * */
   cprof__hmap strings; /* content hash -> interned char * */
   demangle_fn demangle;
+  /* interned system name -> its interned name, demangled or itself */
+  cprof__hmap demangled;
   struct module_syms *modsyms; /* a list, one per module looked up */
   cprof__hmap callees; /* call site -> cprof__sym_callee *, or 1 for none */
   cprof__hmap stubs;   /* PLT stub -> its GOT slot's value, or 1 for none */
@@ -852,6 +854,7 @@ static void drop_state(void) {
   S.objects = NULL;
   cprof__hmap_free(&S.cache);
   cprof__hmap_free(&S.strings);
+  cprof__hmap_free(&S.demangled);
   arena_free();
   watched = NULL;
   S.modsyms = NULL;
@@ -1356,6 +1359,13 @@ static bool set_names(cprof__sym_frame *f, const char *sym) {
   if (!f->system_name) return false;
   f->name = f->system_name;
   if (S.demangle && sym[0] == '_' && sym[1] == 'Z') {
+    /* Each name once a session: a function's addresses, and the inlined
+     * callees each address names, share their names. */
+    uint64_t key = (uint64_t)(uintptr_t)f->system_name, got;
+    if (cprof__hmap_get(&S.demangled, key, &got)) {
+      f->name = (const char *)(uintptr_t)got;
+      return true;
+    }
     int status = -1;
     char *d = S.demangle(sym, NULL, NULL, &status);
     if (d && status == 0) {
@@ -1363,6 +1373,7 @@ static bool set_names(cprof__sym_frame *f, const char *sym) {
       if (name) f->name = name;
     }
     cprof__free_foreign(d); /* __cxa_demangle allocated it with malloc */
+    (void)cprof__hmap_put(&S.demangled, key, (uint64_t)(uintptr_t)f->name);
   }
   return true;
 }
