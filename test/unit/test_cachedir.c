@@ -2,14 +2,17 @@
  * The cache directory's bound (base/cachedir.c): a process lists the
  * directory (a stat of every entry) at its first write, and again only
  * when what it has written since would pass the bound; the oldest
- * entries go then, never the one just written.
+ * entries go then, never the one just written. Entries appended to by
+ * two processes at once keep each one's records whole.
  */
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +87,67 @@ static void test_bound(void) {
   CHECK(exists("00cc.debug") && exists("01dd.sym"));
 }
 
+static bool accept_all(int fd, void *ctx) {
+  (void)fd;
+  return ctx == NULL;
+}
+
+/* Appending (the symbol cache's parts): a refused entry is not written;
+ * two processes appending at once, each record by one call, leave every
+ * record whole, none interleaved with another. */
+enum { REC = 4100, NREC = 50 };
+static void test_append(void) {
+  static const char head[16] = "entry's head....";
+  cprof__cachedir_write("02aa.sym", head, sizeof head);
+  struct stat st;
+  int refuse = 1;
+  CHECK(!cprof__cachedir_append("02aa.sym", head, sizeof head, accept_all,
+                                &refuse, &st));
+  CHECK(!cprof__cachedir_append("02zz.sym", head, sizeof head, accept_all,
+                                NULL, &st)); /* no such entry */
+  pid_t kids[2];
+  for (int k = 0; k < 2; k++) {
+    kids[k] = fork();
+    if (kids[k] == 0) {
+      static uint64_t rec[REC / 8 + 1];
+      for (uint64_t i = 0; i < NREC; i++) {
+        for (size_t j = 0; j <= REC / 8; j++) rec[j] = ((uint64_t)k << 32) | i;
+        if (!cprof__cachedir_append("02aa.sym", rec, REC, accept_all, NULL,
+                                    &st))
+          _exit(1);
+      }
+      _exit(0);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    int status = -1;
+    CHECK(waitpid(kids[k], &status, 0) == kids[k] && status == 0);
+  }
+  char p[256];
+  snprintf(p, sizeof p, "%s/02aa.sym", dir);
+  FILE *f = fopen(p, "r");
+  CHECK(f != NULL);
+  if (!f) return;
+  static unsigned char all[sizeof head + 2 * NREC * REC + 1];
+  size_t n = fread(all, 1, sizeof all, f);
+  fclose(f);
+  CHECK_EQ_INT(n, sizeof head + 2 * NREC * REC);
+  CHECK(memcmp(all, head, sizeof head) == 0);
+  int seen[2] = {0, 0}, whole = 1;
+  for (size_t at = sizeof head; at + REC <= n; at += REC) {
+    uint64_t tag, w;
+    memcpy(&tag, all + at, sizeof tag);
+    for (size_t j = 0; j + 8 <= REC; j += 8) {
+      memcpy(&w, all + at + j, sizeof w);
+      if (w != tag) whole = 0;
+    }
+    if ((tag >> 32) < 2) seen[tag >> 32]++;
+  }
+  CHECK(whole);
+  CHECK_EQ_INT(seen[0], NREC);
+  CHECK_EQ_INT(seen[1], NREC);
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     /* The settings are read once, at start-up: run again with them (and
@@ -102,6 +166,7 @@ int main(int argc, char **argv) {
   snprintf(dir, sizeof dir, "%s", argv[1]);
   cprof__cachedir_env_init();
   RUN(test_bound);
+  RUN(test_append);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) return 1;
