@@ -265,15 +265,25 @@ static void evict_listed(int d, const char *keep) {
 
 /* Opens the entry name under d when it is a regular file of ours within
  * the bound; marks it used. */
-int cprof__cachedir_open_entry(int d, const char *name, struct stat *st) {
-  int fd = openat(d, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+/* Opens the entry name under d (mode: O_RDONLY, or O_RDWR | O_APPEND)
+ * when it is a regular file of ours that, grown by grow bytes, stays
+ * within the bound; *st gets its status. -1 otherwise. */
+static int open_checked(int d, const char *name, int mode, size_t grow,
+                        struct stat *st) {
+  int fd = openat(d, name, mode | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return -1;
   if (fstat(fd, st) != 0 || !S_ISREG(st->st_mode) || !owned(st) ||
-      st->st_size <= 0 || (unsigned long long)st->st_size > cache_max) {
+      st->st_size <= 0 ||
+      (unsigned long long)st->st_size + grow > cache_max) {
     close(fd);
     return -1;
   }
-  (void)futimens(fd, NULL); /* last used now, for eviction */
+  return fd;
+}
+
+int cprof__cachedir_open_entry(int d, const char *name, struct stat *st) {
+  int fd = open_checked(d, name, O_RDONLY, 0, st);
+  if (fd >= 0) (void)futimens(fd, NULL); /* last used now, for eviction */
   return fd;
 }
 
@@ -378,14 +388,10 @@ bool cprof__cachedir_append(const char *name, const void *data, size_t len,
     return false;
   int d = cprof__cachedir_open();
   if (d < 0) return false;
-  int fd = openat(d, name,
-                  O_RDWR | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   struct stat was;
+  int fd = open_checked(d, name, O_RDWR | O_APPEND, len, &was);
   ssize_t w = -1;
-  if (fd >= 0 && fstat(fd, &was) == 0 && S_ISREG(was.st_mode) &&
-      owned(&was) && was.st_size > 0 &&
-      (unsigned long long)was.st_size + len <= cache_max &&
-      accept(fd, ctx)) {
+  if (fd >= 0 && accept(fd, ctx)) {
     /* One write: two processes' parts never interleave (the file's lock
      * is held across a write), and one cut short (the file at the
      * process's RLIMIT_FSIZE, say) is told by its hash. */
