@@ -97,11 +97,13 @@ int cprof__profile_register(const cprof__profile_def *def) {
   return err;
 }
 
+void cprof__profile_serving(const cprof__profile_def *def) {
+  if (def && def->serving) def->serving();
+}
+
 void cprof__profiles_serving(void) {
-  for (size_t i = 0, n = cprof__profiles_count(); i < n; i++) {
-    const cprof__profile_def *d = cprof__profile_at(i);
-    if (d && d->serving) d->serving();
-  }
+  for (size_t i = 0, n = cprof__profiles_count(); i < n; i++)
+    cprof__profile_serving(cprof__profile_at(i));
 }
 
 const cprof__profile_def *cprof__profile_find(const char *name) {

@@ -83,9 +83,11 @@ typedef struct cprof__profile_def {
                const cprof_sink *sink);
   /* Forgets what the profile holds, for ?reset=1 (NULL: not supported). */
   void (*reset)(void);
-  /* Called each time a sink starts serving profiles (cprof_enable, the
-   * HTTP endpoint, dumps, the pusher), for a profile that keeps something
-   * only from then on (heap_peak's tracker); NULL: nothing to start. */
+  /* Called each time a sink starts that may serve this profile
+   * (cprof_enable, the HTTP endpoint and the pusher serve any; dumps the
+   * profiles they name) and before profilez serves it, for a profile that
+   * keeps something only from then on (heap_peak's tracker); NULL:
+   * nothing to start. */
   void (*serving)(void);
 } cprof__profile_def;
 
@@ -124,6 +126,9 @@ CPROF__HIDDEN int cprof__profile_register(const cprof__profile_def *def);
 
 /* A sink starts serving profiles: runs every profile's serving hook. */
 CPROF__HIDDEN void cprof__profiles_serving(void);
+
+/* A sink starts serving def: runs its serving hook, if any. */
+CPROF__HIDDEN void cprof__profile_serving(const cprof__profile_def *def);
 
 /* The definition for name (its name, alias or route), or NULL. */
 CPROF__HIDDEN const cprof__profile_def *cprof__profile_find(const char *name);

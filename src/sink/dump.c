@@ -1194,7 +1194,11 @@ static int configure(const char *text, char *errbuf, size_t errlen) {
   cprof__sym_lock();
   cprof__sym_unlock();
   atexit(dump_at_exit);
-  cprof__mark_enabled();
+  /* Only the named profiles can be dumped: a hook that keeps something
+   * for a profile (heap_peak's tracker) runs only for those. */
+  cprof__mark_enabled(false);
+  for (size_t i = 0; i < spec.n; i++)
+    cprof__profile_serving(cprof__profile_find(spec.items[i].name));
   read_dump_signals();
   return install_signals();
 }

@@ -1553,7 +1553,7 @@ static int start_on(const cprof_http_config *cfg, int inherited,
     cprof_set_mutex_profile_fraction(CPROF__HTTP_MUTEX_FRACTION);
   if (cfg->enable_block_profile && cprof_block_profile_rate() <= 0)
     cprof_set_block_profile_rate(CPROF__HTTP_BLOCK_RATE);
-  cprof__mark_enabled();
+  cprof__mark_enabled(true);
   *out = srv;
   return 0;
 

@@ -21,14 +21,14 @@
 
 static atomic_bool enabled;
 
-void cprof__mark_enabled(void) {
+void cprof__mark_enabled(bool serve_all) {
   atomic_store(&enabled, true);
-  cprof__profiles_serving();
+  if (serve_all) cprof__profiles_serving();
 }
 bool cprof__profiling_enabled(void) { return atomic_load(&enabled); }
 
 int cprof_enable(void) {
-  cprof__mark_enabled();
+  cprof__mark_enabled(true);
   return 0;
 }
 
@@ -40,6 +40,8 @@ int cprof_profilez(const char *name, int debug, int seconds, cprof_buf *out) {
   cprof_sink sink = cprof_sink_buf(out);
   const cprof__profile_def *def = cprof__profile_find(name);
   if (!def) return CPROF_ENOPROFILE;
+  /* Dumps enable profilez but start only their own profiles' hooks. */
+  cprof__profile_serving(def);
   if (def->window) {
     /* Go's /debug/pprof/profile: 30 seconds unless told otherwise; the
      * CPU profile has no text form. */

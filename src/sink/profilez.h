@@ -11,8 +11,11 @@
 
 #include "base/internal.h"
 
-/* Records that the application opted in to profiling. Thread-safe. */
-CPROF__HIDDEN void cprof__mark_enabled(void);
+/* Records that the application opted in to profiling, and with serve_all
+ * runs every profile's serving hook (a sink that may serve any profile);
+ * a sink that serves only some runs theirs itself
+ * (cprof__profile_serving). Thread-safe. */
+CPROF__HIDDEN void cprof__mark_enabled(bool serve_all);
 CPROF__HIDDEN bool cprof__profiling_enabled(void);
 
 #endif

@@ -862,7 +862,7 @@ int cprof__push_start(const cprof_push_config *cfg, cprof_push **out,
   /* The processes this one forks from now on are pushed from here too. */
   if (cprof__tree_root(cprof__http_serve_local) != 0)
     push_log(p, "the process tree is off: %s", cprof_strerror(CPROF_ESYS));
-  cprof__mark_enabled();
+  cprof__mark_enabled(true);
   *out = p;
   return 0;
 }
