@@ -4,8 +4,8 @@
  * the user's (or anything with the user's rights) may have written, so
  * every byte of it is outside cprof's control. An input is parsed; when it
  * parses, every address it holds is found with its frames inside the
- * input (the newest part's result for an offset that several parts hold),
- * and it is written again: the copy parses and holds the same results,
+ * input, and it is written again: the copy parses and holds the same
+ * results (those lookups find for an offset several parts hold),
  * whole, as an entry of half its addresses to which the other half is
  * added, and as that entry with a part of the other half appended (the
  * path every exit dump takes), also written into one part. Its stamp is
@@ -94,7 +94,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)cprof__symcache_stamp_holds(v.stamp, v.stamp_len, "cprof symbols 1");
   size_t n;
   uint64_t *offs = offsets(&v, &n);
-  /* Written whole, in one part: the same results, newest part's first
+  /* Written whole, in one part: the same results, those lookups find
    * (all of them while they fit the bound). */
   cprof_buf out = {0};
   if (cprof__symcache_write(&v, NULL, 0, v.stamp, v.stamp_len, &out) != 0)

@@ -226,9 +226,9 @@ bool cprof__symcache_appendable(const void *head, size_t len,
   return have == stamp_len && memcmp(p + HDR, stamp, stamp_len) == 0;
 }
 
-static bool find_in(const cprof__symcache_part *v, uint64_t off,
-                    uint64_t pc, cprof__sym_result *r,
-                    cprof__sym_frame *frames) {
+/* The index of v's entry for off; false when it has none. */
+static bool index_of(const cprof__symcache_part *v, uint64_t off,
+                     uint32_t *at) {
   uint32_t lo = 0, n = v->nentries;
   while (n > 0) {
     uint32_t half = n / 2;
@@ -239,9 +239,16 @@ static bool find_in(const cprof__symcache_part *v, uint64_t off,
       n = half;
     }
   }
-  if (lo >= v->nentries) return false;
-  entry e = entry_at(v, lo);
-  if (e.off != off) return false;
+  *at = lo;
+  return lo < v->nentries && entry_at(v, lo).off == off;
+}
+
+static bool find_in(const cprof__symcache_part *v, uint64_t off,
+                    uint64_t pc, cprof__sym_result *r,
+                    cprof__sym_frame *frames) {
+  uint32_t at;
+  if (!index_of(v, off, &at)) return false;
+  entry e = entry_at(v, at);
   r->nframes = e.nframes;
   r->has_line = e.flags & F_LINE;
   r->has_inline = e.flags & F_INLINE;
@@ -265,10 +272,14 @@ static bool find_in(const cprof__symcache_part *v, uint64_t off,
   return true;
 }
 
+/* The part written whole first: it holds most of an entry's addresses,
+ * and each search of a part costs as much as the whole lookup would. */
 bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
                           uint64_t pc, cprof__sym_result *r,
                           cprof__sym_frame *frames) {
-  for (uint32_t i = v->nparts; i-- > 0;)
+  if (v->nparts == 0) return false;
+  if (find_in(&v->part[0], off, pc, r, frames)) return true;
+  for (uint32_t i = v->nparts; i-- > 1;)
     if (find_in(&v->part[i], off, pc, r, frames)) return true;
   return false;
 }
@@ -531,8 +542,9 @@ static int write_entry(const cprof__symcache_part *old,
 }
 
 /* add[0..n) followed by the results of old's appended parts, newest
- * first, each offset once (the first kept): what an entry of old's first
- * part gets added when its parts are written into one. */
+ * first, each offset once (the first kept) and none old's first part
+ * holds, as lookups find them (cprof__symcache_find): what an entry of
+ * old's first part gets added when its parts are written into one. */
 typedef struct gathered {
   cprof__symcache_add *add;
   size_t n;
@@ -575,7 +587,10 @@ static int gather(const cprof__symcache_view *old,
     if (uses > part->nframes) continue;
     for (uint32_t i = 0; i < part->nentries && !err; i++) {
       entry e = entry_at(part, i);
-      if (cprof__hmap_get(&seen, e.off, &v)) continue;
+      uint32_t at;
+      if (cprof__hmap_get(&seen, e.off, &v) ||
+          index_of(&old->part[0], e.off, &at))
+        continue;
       cprof__sym_result *res = &g->results[r];
       *res = (cprof__sym_result){0};
       if (!find_in(part, e.off, e.off, res, g->frames + f)) continue;

@@ -40,8 +40,10 @@ typedef struct cprof__symcache_part {
 } cprof__symcache_part;
 
 /* A parsed entry: the part written with its stamp, then the parts
- * appended to it since, oldest first. A part's result for an offset
- * replaces the older parts'. */
+ * appended to it since, oldest first. An offset held by two parts (two
+ * processes that appended it at once) has the same result in both, as
+ * every part carries the entry's stamp: a lookup takes the part written
+ * whole's, else the newest appended part's. */
 typedef struct cprof__symcache_view {
   const unsigned char *stamp;
   size_t stamp_len;
@@ -68,7 +70,8 @@ CPROF__HIDDEN bool cprof__symcache_add_part(cprof__symcache_view *v,
 /* The result kept for file offset off, pc being where that offset is
  * mapped in this process: fills *r (all but its mapping and frames) and
  * frames[0..r->nframes), with strings in the view's bytes. False when the
- * entry has no such address. */
+ * entry has no such address. The part written whole is searched first,
+ * then the appended ones newest first. */
 CPROF__HIDDEN bool cprof__symcache_find(const cprof__symcache_view *v,
                                         uint64_t off, uint64_t pc,
                                         cprof__sym_result *r,
@@ -83,9 +86,10 @@ typedef struct cprof__symcache_add {
 
 /* Writes to out an entry with stamp[0..stamp_len) holding add[0..n) (an
  * offset given twice keeps one of its results, which are the same) and
- * the addresses of old's parts (NULL for none) that add and newer parts
- * do not have, up to CPROF__SYMCACHE_MAX addresses, the added first, in
- * one part. May sort add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
+ * the addresses of old's parts (NULL for none) that add does not have,
+ * each with the result cprof__symcache_find gives, up to
+ * CPROF__SYMCACHE_MAX addresses, the added first, in one part. May sort
+ * add. 0, CPROF_EINVAL or CPROF_ENOMEM. */
 CPROF__HIDDEN int cprof__symcache_write(const cprof__symcache_view *old,
                                         cprof__symcache_add *add, size_t n,
                                         const void *stamp, size_t stamp_len,
