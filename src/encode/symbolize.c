@@ -44,6 +44,7 @@
 #include "base/dynload.h"
 #include "base/env.h"
 #include "base/hmap.h"
+#include "encode/cutab.h"
 #include "encode/debug_cache.h"
 #include "encode/maps.h"
 #include "base/mem.h"
@@ -71,13 +72,22 @@
   X(v, dwarf_attr, dwarf_attr) \
   X(v, dwarf_attr_integrate, dwarf_attr_integrate) \
   X(v, dwarf_decl_file, dwarf_decl_file) \
+  X(v, dwarf_diecu, dwarf_diecu) \
+  X(v, dwarf_dieoffset, dwarf_dieoffset) \
   X(v, dwarf_filesrc, dwarf_filesrc) \
   X(v, dwarf_formstring, dwarf_formstring) \
   X(v, dwarf_formudata, dwarf_formudata) \
   X(v, dwarf_child, dwarf_child) \
+  X(v, dwarf_getarangeinfo, dwarf_getarangeinfo) \
+  X(v, dwarf_getaranges, dwarf_getaranges) \
+  X(v, dwarf_getsrc_die, dwarf_getsrc_die) \
   X(v, dwarf_getsrcfiles, dwarf_getsrcfiles) \
   X(v, dwarf_haspc, dwarf_haspc) \
+  X(v, dwarf_lineno, dwarf_lineno) \
+  X(v, dwarf_linesrc, dwarf_linesrc) \
   X(v, dwarf_lowpc, dwarf_lowpc) \
+  X(v, dwarf_offdie, dwarf_offdie) \
+  X(v, dwarf_onearange, dwarf_onearange) \
   X(v, dwarf_ranges, dwarf_ranges) \
   X(v, dwarf_siblingof, dwarf_siblingof) \
   X(v, dwarf_srclang, dwarf_srclang) \
@@ -302,7 +312,15 @@ typedef struct sym_object {
   bool bad;        /* ... which could not all be kept */
   cprof__symcache_add *adds; /* results new since the last save */
   size_t nadds, adds_cap;
+  /* Its compile-unit table (cutab.h), over cu_file: CU_UNTRIED until its
+   * DWARF is first needed, CU_TABLE, or CU_NONE (no cache, no
+   * .debug_aranges: libdwfl finds the units itself). */
+  int cu_state;
+  cprof_buf cu_file;
+  cprof__cutab cu;
 } sym_object;
+
+enum { CU_UNTRIED = 0, CU_TABLE = 1, CU_NONE = 2 };
 
 /* Replaces o's entry bytes with file (taken; {0} for none). */
 static void object_take_file(sym_object *o, cprof_buf file) {
@@ -315,6 +333,7 @@ static void object_take_file(sym_object *o, cprof_buf file) {
 
 static void object_free(sym_object *o) {
   object_take_file(o, (cprof_buf){0});
+  cprof_buf_free(&o->cu_file);
   cprof_buf_free(&o->files);
   cprof__free(o->adds);
 }
@@ -2038,6 +2057,10 @@ static bool resolve_vdso(cprof__sym_result *r, uintptr_t pc) {
 }
 
 /* Fills r's frames for a real pc; the caller holds the guard. */
+static Dwarf_Die *unit_and_line(Dwfl_Module *mod, int mapping, uintptr_t pc,
+                                Dwarf_Addr *bias, Dwarf_Die *unit,
+                                bool *dl, const char **file, int *line);
+
 static void resolve(cprof__sym_result *r, uintptr_t pc) {
   if (resolve_vdso(r, pc)) return;
   Dwfl_Module *mod = S.dwfl ? libdw.dwfl_addrmodule(S.dwfl, pc) : NULL;
@@ -2047,13 +2070,13 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
   const sym_hit *fs = find_sym(mod, pc, &hit) ? &hit : NULL;
   const char *file = NULL;
   int line = 0;
-  Dwfl_Line *dl = libdw.dwfl_module_getsrc(mod, pc);
-  if (dl) file = libdw.dwfl_lineinfo(dl, NULL, &line, NULL, NULL, NULL);
-
   /* The scopes around pc, each inlined level with the function it is
    * inlined into (as eu-addr2line -i finds them). */
   Dwarf_Addr bias = 0;
-  Dwarf_Die *cudie = libdw.dwfl_module_addrdie(mod, pc, &bias);
+  Dwarf_Die unit;
+  bool dl = false; /* the line table has a row for pc */
+  Dwarf_Die *cudie =
+      unit_and_line(mod, r->mapping, pc, &bias, &unit, &dl, &file, &line);
   Dwarf_Die scopes[2 * MAX_FRAMES];
   int nscopes = cudie ? scopes_at(cudie, pc - bias, scopes,
                                   (int)CPROF__ARRAY_LEN(scopes))
@@ -2472,21 +2495,145 @@ static bool cached_result(sym_object *o, uint64_t off, uintptr_t pc,
   return true;
 }
 
+/*
+ * Compile units. libdwfl finds the unit holding an address from the
+ * object's .debug_aranges, which it reads whole the first time
+ * (dwarf_getaranges: 2-4 ms of libc's debug file, in most exit dumps of a
+ * short program, each naming a few libc addresses no earlier run named).
+ * An object's units are kept instead, as libdwfl merges them, in the cache
+ * (cutab.h, "<build-id>.cu"), stamped as its symbol cache entry is: a
+ * later process reads that table and asks libdw only for the unit and the
+ * line table it needs. Without the cache, or .debug_aranges, libdwfl's own
+ * lookup stands.
+ */
+
+/* When libdw found o's debug information in its own file without asking
+ * where to look, that file is all its results come from: the stamp
+ * records it. */
+static void stamp_own_file(sym_object *o, int mapping) {
+  if (o->searched || o->files.len != 0 || mapping < 0) return;
+  recording = o;
+  record_path(S.maps[mapping].path);
+  recording = NULL;
+  o->searched = o->files.len > 0;
+}
+
+/* The most bytes a table may have. */
+#define CUTAB_ENTRY_MAX ((size_t)16 << 20)
+
+/* o's units from .debug_aranges, as libdwfl merges them (runs of ranges
+ * of one unit), into out; false when there are none, or they do not
+ * sort strictly by address. */
+static bool units_of(Dwarf *dw, const void *stamp, size_t stamp_len,
+                     cprof_buf *out) {
+  Dwarf_Aranges *ar;
+  size_t n;
+  if (libdw.dwarf_getaranges(dw, &ar, &n) != 0 || n == 0 ||
+      n > CPROF__CUTAB_MAX)
+    return false;
+  cprof__cutab_run *runs = cprof__malloc(n * sizeof *runs);
+  if (!runs) return false;
+  size_t k = 0;
+  uint64_t last_end = 0;
+  bool ok = true;
+  for (size_t i = 0; i < n && ok; i++) {
+    Dwarf_Addr addr;
+    Dwarf_Word len;
+    Dwarf_Off off;
+    Dwarf_Arange *a = libdw.dwarf_onearange(ar, i);
+    ok = a && libdw.dwarf_getarangeinfo(a, &addr, &len, &off) == 0;
+    if (!ok) break;
+    if (k == 0 || runs[k - 1].cu_off != off)
+      runs[k++] = (cprof__cutab_run){addr, off};
+    last_end = addr + len;
+  }
+  ok = ok && cprof__cutab_write(runs, k, last_end, stamp, stamp_len, out) == 0;
+  cprof__free(runs);
+  return ok;
+}
+
+/* Makes o's table: the cache's, when it is stamped as this session's
+ * search for o's debug information found things, else one built from
+ * dw and written to the cache. */
+static void load_units(sym_object *o, int mapping, Dwarf *dw) {
+  o->cu_state = CU_NONE;
+  const char *tag = cache_tag();
+  if (!tag) return;
+  stamp_own_file(o, mapping);
+  if (!o->searched || o->bad) return;
+  cprof_buf stamp = {0}, b = {0};
+  char name[2 * 64 + 8];
+  snprintf(name, sizeof name, "%s.cu", o->build_id);
+  struct stat st;
+  if (cprof__symcache_stamp_begin(&stamp, tag) != 0 ||
+      cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
+    goto out;
+  if (cprof__cachedir_read(name, CUTAB_ENTRY_MAX, &b, &st) &&
+      cprof__cutab_parse(b.data, b.len, &o->cu) &&
+      o->cu.stamp_len == stamp.len &&
+      memcmp(o->cu.stamp, stamp.data, stamp.len) == 0)
+    goto take;
+  b.len = 0;
+  if (!units_of(dw, stamp.data, stamp.len, &b) ||
+      !cprof__cutab_parse(b.data, b.len, &o->cu))
+    goto out;
+  cprof__cachedir_write(name, b.data, b.len);
+take:
+  o->cu_file = b;
+  b = (cprof_buf){0};
+  o->cu_state = CU_TABLE;
+out:
+  cprof_buf_free(&b);
+  cprof_buf_free(&stamp);
+}
+
+/* The unit holding pc (in *unit, or libdwfl's), with the module's DWARF
+ * bias in *bias, and pc's row of its line table (*dl set, *file and *line
+ * from it); NULL when no unit holds pc. A unit the table names is taken
+ * only when it is one (a unit's own DIE at that offset). */
+static Dwarf_Die *unit_and_line(Dwfl_Module *mod, int mapping, uintptr_t pc,
+                                Dwarf_Addr *bias, Dwarf_Die *unit,
+                                bool *dl, const char **file, int *line) {
+  const cprof__sym_mapping *m = mapping >= 0 ? &S.maps[mapping] : NULL;
+  sym_object *o = m && !m->anon && m->build_id[0] && cache_tag()
+                      ? object_named(m->build_id)
+                      : NULL;
+  if (o && o->cu_state != CU_NONE) {
+    Dwarf *dw = libdw.dwfl_module_getdwarf(mod, bias);
+    if (!dw) return NULL;
+    if (o->cu_state == CU_UNTRIED) load_units(o, mapping, dw);
+    if (o->cu_state == CU_TABLE) {
+      uint64_t off;
+      Dwarf_Die top;
+      if (!cprof__cutab_find(&o->cu, pc - *bias, &off) ||
+          !libdw.dwarf_offdie(dw, off, unit) ||
+          !libdw.dwarf_diecu(unit, &top, NULL, NULL) ||
+          libdw.dwarf_dieoffset(&top) != off)
+        return NULL;
+      Dwarf_Line *l = libdw.dwarf_getsrc_die(unit, pc - *bias);
+      if (l) {
+        *dl = true;
+        *file = libdw.dwarf_linesrc(l, NULL, NULL);
+        libdw.dwarf_lineno(l, line);
+      }
+      return unit;
+    }
+  }
+  Dwfl_Line *l = libdw.dwfl_module_getsrc(mod, pc);
+  if (l) {
+    *dl = true;
+    *file = libdw.dwfl_lineinfo(l, NULL, line, NULL, NULL, NULL);
+  }
+  return libdw.dwfl_module_addrdie(mod, pc, bias);
+}
+
 /* Keeps r, found by libdw, for the next save, with a stamp that says what
  * it came from: what the search for the object's debug information looked
  * at in this session, or, when libdw never searched (its own file holds
  * its DWARF), the object's file. */
 static void note_result(sym_object *o, int mapping, uint64_t off,
                         uintptr_t pc, const cprof__sym_result *r) {
-  if (!o->searched && o->files.len == 0 && r->nframes > 0) {
-    /* libdw found the object's debug information in its own file (or
-     * none) without asking where to look: the object's file is all the
-     * results came from. */
-    recording = o;
-    record_path(S.maps[mapping].path);
-    recording = NULL;
-    o->searched = o->files.len > 0;
-  }
+  if (r->nframes > 0) stamp_own_file(o, mapping);
   if (!o->searched || o->bad || o->nadds >= CPROF__SYMCACHE_MAX) return;
   if (o->nadds == o->adds_cap) {
     size_t cap = o->adds_cap ? 2 * o->adds_cap : 64;
