@@ -2056,11 +2056,11 @@ static bool resolve_vdso(cprof__sym_result *r, uintptr_t pc) {
   return true;
 }
 
-/* Fills r's frames for a real pc; the caller holds the guard. */
 static Dwarf_Die *unit_and_line(Dwfl_Module *mod, int mapping, uintptr_t pc,
                                 Dwarf_Addr *bias, Dwarf_Die *unit,
                                 bool *dl, const char **file, int *line);
 
+/* Fills r's frames for a real pc; the caller holds the guard. */
 static void resolve(cprof__sym_result *r, uintptr_t pc) {
   if (resolve_vdso(r, pc)) return;
   Dwfl_Module *mod = S.dwfl ? libdw.dwfl_addrmodule(S.dwfl, pc) : NULL;
