@@ -12,26 +12,11 @@ source "$(dirname "$0")/lib.bash"
 mkdir -p "$TMP/out"
 "$CPROFTEST_BUILD/test/progs/heap_peak" "$TMP/out" || fail "heap_peak failed"
 
-# inuse_mb FILE [FOCUS]: the profile's inuse_space in MiB.
-inuse_mb() {
-  pprof -raw -sample_index=inuse_space "$1" | awk '
-    /^Samples:/ {on = 1; getline; next} /^Locations/ {on = 0}
-    on && /^ *[0-9]+( +[0-9]+)*: / {split($0, f, ":"); split(f[1], v, " "); s += v[4]}
-    END {printf "%.0f\n", s / 1048576}'
-}
 
-about() {
-  local what=$1 got=$2 want=$3
-  awk -v g="$got" -v w="$want" 'BEGIN {exit !(g > 0.85 * w && g < 1.15 * w)}' ||
-    fail "$what: $got MiB, expected about $want MiB"
-  checks=$((checks + 1))
-  echo "ok: $what: $got MiB (expected about $want)"
-}
-
-about "heap at the end" "$(inuse_mb "$TMP/out/heap.pb.gz")" 80
-about "heap_peak" "$(inuse_mb "$TMP/out/heap_peak.pb.gz")" 500
-about "heap_peak after a reset" "$(inuse_mb "$TMP/out/heap_peak_reset.pb.gz")" 80
-about "heap_peak after 20 MB more" "$(inuse_mb "$TMP/out/heap_peak_burst.pb.gz")" 100
+about_mb "heap at the end" "$(inuse_mb "$TMP/out/heap.pb.gz")" 80
+about_mb "heap_peak" "$(inuse_mb "$TMP/out/heap_peak.pb.gz")" 500
+about_mb "heap_peak after a reset" "$(inuse_mb "$TMP/out/heap_peak_reset.pb.gz")" 80
+about_mb "heap_peak after 20 MB more" "$(inuse_mb "$TMP/out/heap_peak_burst.pb.gz")" 100
 idle=$(awk '$1 == "idle" {print $2}' "$TMP/out/wakes.txt")
 burst=$(awk '$1 == "burst" {print $2}' "$TMP/out/wakes.txt")
 [ "$idle" -le 2 ] || fail "the tracker slept $idle times in a second without allocations (at most 2 expected)"

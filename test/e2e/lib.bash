@@ -165,6 +165,24 @@ pprof() {
   go tool pprof "$@" 2>&1
 }
 
+# inuse_mb FILE: a heap profile's inuse_space in MiB, summed over its
+# samples (go tool pprof -raw).
+inuse_mb() {
+  pprof -raw -sample_index=inuse_space "$1" | awk '
+    /^Samples:/ {on = 1; getline; next} /^Locations/ {on = 0}
+    on && /^ *[0-9]+( +[0-9]+)*: / {split($0, f, ":"); split(f[1], v, " "); s += v[4]}
+    END {printf "%.0f\n", s / 1048576}'
+}
+
+# about_mb WHAT GOT WANT: GOT MiB within 15% of WANT, or the test fails.
+about_mb() {
+  local what=$1 got=$2 want=$3
+  awk -v g="$got" -v w="$want" 'BEGIN {exit !(g > 0.85 * w && g < 1.15 * w)}' ||
+    fail "$what: $got MiB, expected about $want MiB"
+  checks=$((checks + 1))
+  echo "ok: $what: $got MiB (expected about $want)"
+}
+
 # preload_env PROG: the LD_PRELOAD value that loads libcprof.so into PROG,
 # keeping a sanitizer runtime first when PROG was built with one.
 preload_env() {
