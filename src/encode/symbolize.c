@@ -125,6 +125,7 @@ CPROF__DYNLIB_DEFINE(libdw, LIBDW_FNS, "libdw.so.1")
   X(v, elf_getscn, elf_getscn) \
   X(v, elf_getshdrstrndx, elf_getshdrstrndx) \
   X(v, elf_nextscn, elf_nextscn) \
+  X(v, elf_rawfile, elf_rawfile) \
   X(v, elf_strptr, elf_strptr) \
   X(v, gelf_getphdr, gelf_getphdr) \
   X(v, gelf_getrela, gelf_getrela) \
@@ -1793,6 +1794,42 @@ static bool read_mem(uint64_t addr, void *out, size_t len) {
   return true;
 }
 
+/* len bytes at addr of an object loaded with bias whose file is
+ * data[0..size), parsed as elf: from the file bytes of the loadable
+ * segment holding them; false when none holds them all. */
+static bool read_file_bytes(Elf *elf, const unsigned char *data, size_t size,
+                            uint64_t bias, uint64_t addr, void *out,
+                            size_t len) {
+  size_t nphdr = 0;
+  if (!elf || !data || libelf.elf_getphdrnum(elf, &nphdr) != 0) return false;
+  uint64_t off = addr - bias;
+  for (size_t i = 0; i < nphdr && i <= INT_MAX; i++) {
+    GElf_Phdr ph;
+    if (!libelf.gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
+        off < ph.p_vaddr || off - ph.p_vaddr >= ph.p_filesz ||
+        len > ph.p_filesz - (off - ph.p_vaddr))
+      continue;
+    uint64_t at = ph.p_offset + (off - ph.p_vaddr);
+    if (at < ph.p_offset || at > size || len > size - at) return false;
+    memcpy(out, data + at, len);
+    return true;
+  }
+  return false;
+}
+
+/* The object file fde_start reads from, when it has it (libelf's mapping
+ * of the module's file): .eh_frame_hdr and .eh_frame are the file's bytes
+ * in memory too (read-only, nothing relocates them), and reading them
+ * there costs no system call. A stripped compiler's exit dump looked up
+ * 673 FDEs, each a page of .eh_frame copied by process_vm_readv. */
+typedef struct file_image {
+  Elf *elf;
+  const unsigned char *data;
+  size_t size;
+  uint64_t bias;
+} file_image;
+static const file_image *image_reading;
+
 /* An object's .eh_frame_hdr with its search table, copied whole on its
  * first use by one read: a binary search through the fault-free reader
  * costs a system call a step, 100 ms of a stripped compiler's exit dump
@@ -1811,6 +1848,9 @@ typedef struct hdr_copy {
 static const hdr_copy *hdr_reading; /* the copy read_hdr serves from */
 
 static bool read_hdr(uint64_t addr, void *out, size_t len) {
+  const file_image *f = image_reading;
+  if (f && read_file_bytes(f->elf, f->data, f->size, f->bias, addr, out, len))
+    return true;
   const hdr_copy *c = hdr_reading;
   if (c && c->data && addr >= c->addr && addr - c->addr <= c->len &&
       len <= c->len - (addr - c->addr)) {
@@ -1873,8 +1913,15 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
       hdr = bias + ph.p_vaddr;
   }
   if (!hdr) return false;
-  hdr_reading = hdr_copy_of(hdr);
+  size_t size = 0;
+  const unsigned char *data =
+      (const unsigned char *)libelf.elf_rawfile(elf, &size);
+  file_image image = {elf, data, size, bias};
+  image_reading = data ? &image : NULL;
+  /* The file at hand holds the table: no copy of it is needed. */
+  hdr_reading = data ? NULL : hdr_copy_of(hdr);
   bool found = cprof__eh_hdr_fde_start(hdr, pc, start, read_hdr);
+  image_reading = NULL;
   hdr_reading = NULL;
   return found;
 }
@@ -2807,23 +2854,8 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
  */
 
 static bool read_image(uint64_t addr, void *out, size_t len) {
-  size_t nphdr = 0;
-  if (!S.image_elf || libelf.elf_getphdrnum(S.image_elf, &nphdr) != 0)
-    return false;
-  uint64_t off = addr - S.image_bias;
-  for (size_t i = 0; i < nphdr && i <= INT_MAX; i++) {
-    GElf_Phdr ph;
-    if (!libelf.gelf_getphdr(S.image_elf, (int)i, &ph) || ph.p_type != PT_LOAD ||
-        off < ph.p_vaddr || off - ph.p_vaddr >= ph.p_filesz ||
-        len > ph.p_filesz - (off - ph.p_vaddr))
-      continue;
-    uint64_t at = ph.p_offset + (off - ph.p_vaddr);
-    if (at < ph.p_offset || at > S.image_len || len > S.image_len - at)
-      return false;
-    memcpy(out, S.image + at, len);
-    return true;
-  }
-  return false;
+  return read_file_bytes(S.image_elf, S.image, S.image_len, S.image_bias,
+                         addr, out, len);
 }
 
 /* No separate debug file is looked for: the image is all there is. */
