@@ -3,10 +3,11 @@
  * debug cache (docs/symbols.md): which compile unit covers an address, as
  * libdwfl answers it from .debug_aranges, so that a later process names a
  * new address of the object without libdw reading .debug_aranges again
- * (dwarf_getaranges: 2-4 ms of libc's 14 MB debug file, in most exit dumps
- * of a short program). This file owns the table's format, its checks and
- * the lookup; symbolize.c builds it through libdw and keeps it with the
- * object's other cached results. Normal context; no I/O.
+ * (dwarf_getaranges: 2.4-3.7 ms of libc's 14 MB debug file, in each exit
+ * dump that names a libc address no earlier run named). This file owns
+ * the table's format, its checks and the lookup; symbolize.c builds it
+ * through libdw and keeps it with the object's other cached results.
+ * Normal context; no I/O.
  *
  * The table is the runs of consecutive address ranges of one compile unit
  * (libdwfl merges them alike), each its first address and its unit's DIE

@@ -2545,8 +2545,8 @@ static bool cached_result(sym_object *o, uint64_t off, uintptr_t pc,
 /*
  * Compile units. libdwfl finds the unit holding an address from the
  * object's .debug_aranges, which it reads whole the first time
- * (dwarf_getaranges: 2-4 ms of libc's debug file, in most exit dumps of a
- * short program, each naming a few libc addresses no earlier run named).
+ * (dwarf_getaranges: 2.4-3.7 ms of libc's debug file, in each exit dump
+ * that names a libc address no earlier run named).
  * An object's units are kept instead, as libdwfl merges them, in the cache
  * (cutab.h, "<build-id>.cu"), stamped as its symbol cache entry is: a
  * later process reads that table and asks libdw only for the unit and the
