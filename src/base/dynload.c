@@ -18,7 +18,6 @@ static CPROF__FORK_LOCK pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
  * free, without waiting, and hands it over; otherwise the child gets a
  * free lock, and a library whose loading had not finished is loaded again
  * there when first used. */
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static CPROF__FORK_DATA bool held_at_fork;
 
 static void before_fork(void) {
@@ -72,7 +71,7 @@ static int load(cprof__dynlib *lib) {
 int cprof__dynload(cprof__dynlib *lib) {
   /* dlopen runs the library's constructors, which allocate: none of that
    * is the application's. */
-  pthread_once(&fork_once, fork_init);
+  if (!cprof__atfork_has(CPROF__FORK_DYNLOAD)) fork_init();
   cprof__guard_enter();
   cprof__lock(&lock);
   if (lib->state == 0) lib->state = load(lib) == 0 ? 1 : -1;

@@ -93,6 +93,11 @@ int cprof__atfork(cprof__fork_slot slot, void (*prepare)(void),
   return err;
 }
 
+bool cprof__atfork_has(cprof__fork_slot slot) {
+  return (unsigned)slot < CPROF__FORK_SLOTS &&
+         (atomic_load(&filled) >> slot & 1);
+}
+
 int cprof__atfork_child_last(void (*fn)(void)) {
   pthread_once(&once, first);
   int err = 0;

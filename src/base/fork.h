@@ -67,6 +67,15 @@ CPROF__HIDDEN int cprof__atfork(cprof__fork_slot slot,
                                 void (*prepare)(void), void (*parent)(void),
                                 void (*child)(void));
 
+/* Whether slot holds handlers already; lock-free. A module that registers
+ * on first use, from whatever thread, calls cprof__atfork only while it
+ * does not, instead of through pthread_once: a registration waits while
+ * a fork is under way (the lock is held across it), and a fork child
+ * whose parent forked in that wait would inherit the once "running"
+ * under ThreadSanitizer, whose pthread_once (unlike glibc's) does not
+ * start over in a child, and its first use would wait for ever. */
+CPROF__HIDDEN bool cprof__atfork_has(cprof__fork_slot slot);
+
 /* Registers fn to run in a fork child after every slot's child handler:
  * for a module of a lower layer that settles what the higher ones'
  * handlers left (the CPU timers give back their signal if no session

@@ -89,12 +89,12 @@ static void publish_thread(void) {
 
 /* A fork child may inherit make_lock held by a thread it does not have;
  * its one thread has a new id, and the others' entries are gone. */
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 static void child_after_fork(void) {
   pthread_mutex_init(&make_lock, NULL);
   memset(threads_tab, 0, sizeof threads_tab);
   if (tls.tid) publish_thread();
 }
+
 static void fork_init(void) {
   cprof__atfork(CPROF__FORK_LABELS, NULL, NULL, child_after_fork);
 }
@@ -289,7 +289,7 @@ int cprof_labels_new(const cprof_labels *base, const char *const *kv,
   }
   if (n == 0) return 0; /* the empty set is "no labels" */
   qsort(p, n, sizeof *p, by_key);
-  pthread_once(&fork_once, fork_init);
+  if (!cprof__atfork_has(CPROF__FORK_LABELS)) fork_init();
   cprof__lock(&make_lock);
   int err = intern(p, n, out);
   cprof__unlock(&make_lock);

@@ -68,7 +68,6 @@ typedef struct wall_window {
 /* Open windows, for fork: the child has no sampler thread. */
 static wall_window *open_windows;
 static CPROF__FORK_LOCK pthread_mutex_t list_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
 /* CPROF_WALL_HZ, read once (at load, from init), like CPROF_CPU_HZ. */
 static int default_hz = CPROF__WALL_DEFAULT_HZ;
@@ -245,7 +244,7 @@ static void fork_init(void) {
 }
 
 static int window_start(long long hz, void **handle) {
-  pthread_once(&fork_once, fork_init);
+  if (!cprof__atfork_has(CPROF__FORK_WALL)) fork_init();
   cprof__stacktab_init();
   wall_window *w = cprof__calloc(1, sizeof *w);
   if (!w) return CPROF_ENOMEM;
