@@ -15,14 +15,16 @@ if sanitized_build "$prog"; then
   skip_rest "a heap profile of a preloaded program needs the plain build"
 fi
 
-"$cprof" run --dump cpu,heap --dump-out "$TMP/a.log" -- "$prog" >"$TMP/a.threads" ||
+"$cprof" run --dump cpu,heap --dump-out "$TMP/a.log" -- "$prog" \
+  >"$TMP/a.threads" ||
   fail "the program failed under --dump cpu,heap"
 expect_match "$TMP/a.threads" '^cprof-dump$' "--dump cpu,heap: the program lists cprof's dump thread"
 expect_no_match "$TMP/a.threads" '^cprof-heappeak$' "--dump cpu,heap: no heap_peak tracker runs"
 "$cprof" extract -o "$TMP/a" "$TMP/a.log" >/dev/null
 ls "$TMP/a"/heap-*.pb.gz >/dev/null || fail "--dump cpu,heap: no heap profile ($(ls "$TMP/a"))"
 
-"$cprof" run --heap-rate 65536 --dump heap,heap_peak --dump-out "$TMP/b.log" -- "$prog" >"$TMP/b.threads" ||
+"$cprof" run --heap-rate 65536 --dump heap,heap_peak --dump-out "$TMP/b.log" \
+  -- "$prog" >"$TMP/b.threads" ||
   fail "the program failed under --dump heap,heap_peak"
 expect_match "$TMP/b.threads" '^cprof-heappeak$' "--dump heap,heap_peak: the tracker runs"
 "$cprof" extract -o "$TMP/b" "$TMP/b.log" >/dev/null
