@@ -79,13 +79,12 @@ static void windows_child_after_fork(void) {
     atomic_store(&window_in_use[i], NULL);
 }
 
-static pthread_once_t windows_fork_once = PTHREAD_ONCE_INIT;
 static void windows_fork_init(void) {
   cprof__atfork(CPROF__FORK_HTTP, NULL, NULL, windows_child_after_fork);
 }
 
 void cprof__http_handler_init(void) {
-  pthread_once(&windows_fork_once, windows_fork_init);
+  if (!cprof__atfork_has(CPROF__FORK_HTTP)) windows_fork_init();
 }
 
 static void window_release(const cprof__profile_def *def) {
