@@ -2568,6 +2568,16 @@ static void stamp_own_file(sym_object *o, int mapping) {
 /* The most bytes a table may have. */
 #define CUTAB_ENTRY_MAX ((size_t)16 << 20)
 
+/* o's stamp under tag: the tag, then what the search for its debug
+ * information looked at. 0 or CPROF_ENOMEM. */
+static int object_stamp(const sym_object *o, const char *tag,
+                        cprof_buf *stamp) {
+  int err = cprof__symcache_stamp_begin(stamp, tag);
+  if (!err && cprof__buf_append(stamp, o->files.data, o->files.len) != 0)
+    err = CPROF_ENOMEM;
+  return err;
+}
+
 /* o's units from .debug_aranges, as libdwfl merges them (runs of ranges
  * of one unit), into out; false when there are none, or they do not
  * sort strictly by address. */
@@ -2612,9 +2622,7 @@ static void load_units(sym_object *o, int mapping, Dwarf *dw) {
   char name[2 * 64 + 8];
   snprintf(name, sizeof name, "%s.cu", o->build_id);
   struct stat st;
-  if (cprof__symcache_stamp_begin(&stamp, tag) != 0 ||
-      cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
-    goto out;
+  if (object_stamp(o, tag, &stamp) != 0) goto out;
   if (cprof__cachedir_read(name, CUTAB_ENTRY_MAX, &b, &st) &&
       cprof__cutab_parse(b.data, b.len, &o->cu) &&
       o->cu.stamp_len == stamp.len &&
@@ -2762,9 +2770,7 @@ void cprof__sym_save(void) {
     cprof_buf stamp = {0}, out = {0};
     char name[2 * 64 + 8];
     entry_name(o, name, sizeof name);
-    int err = cprof__symcache_stamp_begin(&stamp, tag);
-    if (!err && cprof__buf_append(&stamp, o->files.data, o->files.len) != 0)
-      err = CPROF_ENOMEM;
+    int err = object_stamp(o, tag, &stamp);
     bool appended = !err && save_appended(o, &stamp, name);
     if (!err && !appended)
       err = cprof__symcache_write(o->have_view ? &o->view : NULL, o->adds,
