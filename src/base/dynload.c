@@ -71,7 +71,7 @@ static int load(cprof__dynlib *lib) {
 int cprof__dynload(cprof__dynlib *lib) {
   /* dlopen runs the library's constructors, which allocate: none of that
    * is the application's. */
-  if (!cprof__atfork_has(CPROF__FORK_DYNLOAD)) fork_init();
+  fork_init();
   cprof__guard_enter();
   cprof__lock(&lock);
   if (lib->state == 0) lib->state = load(lib) == 0 ? 1 : -1;

@@ -64,6 +64,14 @@ static void run_child(void) {
   atomic_store(&child_running, false);
 }
 
+/* 0 when slot's handlers are h, else EINVAL. */
+static int same(const handlers *slot, const handlers *h) {
+  return slot->prepare == h->prepare && slot->parent == h->parent &&
+                 slot->child == h->child
+             ? 0
+             : EINVAL;
+}
+
 static void first(void) {
   atomic_store(&cprof__pid_cache, (int)getpid());
   table[CPROF__FORK_OWN_HEAP] =
@@ -78,24 +86,20 @@ int cprof__atfork(cprof__fork_slot slot, void (*prepare)(void),
   if ((unsigned)slot >= CPROF__FORK_SLOTS) return EINVAL;
   pthread_once(&once, first);
   const handlers h = {prepare, parent, child};
+  /* A slot once filled is never changed: its handlers are read without
+   * the lock, which a fork under way holds. */
+  if (atomic_load(&filled) >> slot & 1) return same(&table[slot], &h);
   int err = 0;
   cprof__lock(&register_lock);
   uint32_t bits = atomic_load(&filled);
   if (bits >> slot & 1) {
-    if (table[slot].prepare != h.prepare || table[slot].parent != h.parent ||
-        table[slot].child != h.child)
-      err = EINVAL;
+    err = same(&table[slot], &h);
   } else {
     table[slot] = h;
     atomic_store(&filled, bits | 1u << slot);
   }
   cprof__unlock(&register_lock);
   return err;
-}
-
-bool cprof__atfork_has(cprof__fork_slot slot) {
-  return (unsigned)slot < CPROF__FORK_SLOTS &&
-         (atomic_load(&filled) >> slot & 1);
 }
 
 int cprof__atfork_child_last(void (*fn)(void)) {

@@ -62,19 +62,17 @@ typedef enum cprof__fork_slot {
 
 /* Registers a module's handlers in its slot, as pthread_atfork does (any
  * may be NULL). Returns 0, or EINVAL for a bad slot or one already taken
- * by other handlers (registering the same ones again changes nothing). */
+ * by other handlers (registering the same ones again changes nothing, and
+ * takes no lock). A module that registers on first use, from whatever
+ * thread, calls this each time rather than through pthread_once: a first
+ * registration waits while a fork is under way (the lock is held across
+ * it), and a fork child whose parent forked in that wait would inherit
+ * the once "running" under ThreadSanitizer, whose pthread_once (unlike
+ * glibc's) does not start over in a child: its first use would wait for
+ * ever. */
 CPROF__HIDDEN int cprof__atfork(cprof__fork_slot slot,
                                 void (*prepare)(void), void (*parent)(void),
                                 void (*child)(void));
-
-/* Whether slot holds handlers already; lock-free. A module that registers
- * on first use, from whatever thread, calls cprof__atfork only while it
- * does not, instead of through pthread_once: a registration waits while
- * a fork is under way (the lock is held across it), and a fork child
- * whose parent forked in that wait would inherit the once "running"
- * under ThreadSanitizer, whose pthread_once (unlike glibc's) does not
- * start over in a child, and its first use would wait for ever. */
-CPROF__HIDDEN bool cprof__atfork_has(cprof__fork_slot slot);
 
 /* Registers fn to run in a fork child after every slot's child handler:
  * for a module of a lower layer that settles what the higher ones'

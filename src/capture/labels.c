@@ -289,7 +289,7 @@ int cprof_labels_new(const cprof_labels *base, const char *const *kv,
   }
   if (n == 0) return 0; /* the empty set is "no labels" */
   qsort(p, n, sizeof *p, by_key);
-  if (!cprof__atfork_has(CPROF__FORK_LABELS)) fork_init();
+  fork_init();
   cprof__lock(&make_lock);
   int err = intern(p, n, out);
   cprof__unlock(&make_lock);

@@ -244,7 +244,7 @@ static void fork_init(void) {
 }
 
 static int window_start(long long hz, void **handle) {
-  if (!cprof__atfork_has(CPROF__FORK_WALL)) fork_init();
+  fork_init();
   cprof__stacktab_init();
   wall_window *w = cprof__calloc(1, sizeof *w);
   if (!w) return CPROF_ENOMEM;

@@ -84,7 +84,7 @@ static void windows_fork_init(void) {
 }
 
 void cprof__http_handler_init(void) {
-  if (!cprof__atfork_has(CPROF__FORK_HTTP)) windows_fork_init();
+  windows_fork_init();
 }
 
 static void window_release(const cprof__profile_def *def) {
