@@ -111,15 +111,46 @@ static bool is_own_entry(const char *entry, size_t len, const char *own,
          st.st_ino == own_st->st_ino;
 }
 
+/* The file this code was loaded from, and its identity. */
+static bool own_file(Dl_info *info, struct stat *st) {
+  return dladdr((void *)&cprof__init_anchor, info) && info->dli_fname &&
+         *info->dli_fname && stat(info->dli_fname, st) == 0;
+}
+
+/* The entry of LD_PRELOAD value at *p (its length in *len, 0 past the
+ * last); *p moves past it. */
+static const char *next_entry(const char **p, size_t *len) {
+  const char *s = *p;
+  while (*s && preload_sep(*s)) s++;
+  const char *e = s;
+  while (*e && !preload_sep(*e)) e++;
+  *len = (size_t)(e - s);
+  *p = e;
+  return s;
+}
+
+/* True when LD_PRELOAD names this library: the program was started with
+ * cprof preloaded (cprof run), and calls none of cprof's functions unless
+ * it looks them up itself. */
+static bool preloaded(void) {
+  const char *cur = getenv("LD_PRELOAD");
+  Dl_info info;
+  struct stat own_st;
+  if (!cur || !*cur || !own_file(&info, &own_st)) return false;
+  for (size_t len;;) {
+    const char *e = next_entry(&cur, &len);
+    if (!len) return false;
+    if (is_own_entry(e, len, info.dli_fname, &own_st)) return true;
+  }
+}
+
 /* Takes cprof's entry out of LD_PRELOAD, keeping the others in their
  * order; remembers what it was. */
 static void detach_preload(void) {
   const char *cur = getenv("LD_PRELOAD");
   Dl_info info;
   struct stat own_st;
-  if (!cur || !*cur || !dladdr((void *)&cprof__init_anchor, &info) ||
-      !info.dli_fname || !*info.dli_fname || stat(info.dli_fname, &own_st) != 0)
-    return;
+  if (!cur || !*cur || !own_file(&info, &own_st)) return;
   size_t n = strlen(cur);
   char *kept = cprof__malloc(n + 1);
   char *own = cprof__malloc(n + 1);
@@ -127,11 +158,9 @@ static void detach_preload(void) {
   if (!kept || !own || !orig) goto out;
   size_t k = 0, own_at = 0;
   bool found = false;
-  for (const char *p = cur; *p;) {
-    while (*p && preload_sep(*p)) p++;
-    const char *e = p;
-    while (*e && !preload_sep(*e)) e++;
-    size_t len = (size_t)(e - p);
+  for (const char *q = cur; *q;) {
+    size_t len;
+    const char *p = next_entry(&q, &len);
     if (len && is_own_entry(p, len, info.dli_fname, &own_st)) {
       if (!found) {
         memcpy(own, p, len);
@@ -144,7 +173,6 @@ static void detach_preload(void) {
       memcpy(kept + k, p, len);
       k += len;
     }
-    p = e;
   }
   kept[k] = '\0';
   if (!found) goto out;
@@ -332,6 +360,7 @@ static void check_settings(void) {
 }
 
 __attribute__((constructor)) static void cprof__init(void) {
+  const bool was_preloaded = preloaded();
   resolve_exec();
   cprof__stacktab_init();
   cprof__stack_register_thread();
@@ -355,9 +384,14 @@ __attribute__((constructor)) static void cprof__init(void) {
   }
   /* Last: dumps start profiles the other modules provide. */
   cprof__exit_init();
-  cprof__dump_env_init();
+  const bool dumps = cprof__dump_env_init();
   cprof__http_env_init();
   cprof__push_env_init();
+  /* A preloaded program with dumps calls nothing of cprof's (one that
+   * looks cprof up and writes its own profiles runs without dumps): when
+   * no sink started above reads heap samples, none is taken
+   * (heap_sampler.h). */
+  if (was_preloaded && dumps) cprof__heap_idle_unless_asked();
 }
 
 /* The environment given back to an exec that keeps the pid is built on

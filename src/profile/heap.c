@@ -183,7 +183,7 @@ static int set_rate(long long rate) {
   .rate_key = "rate", .rate_unit = "bytes", .rate_min = 0,   \
   .rate_max = 1LL << 40, .set_rate = set_rate,               \
   .supports_delta = true, .entries = heap_entries,           \
-  .collect = heap_collect
+  .collect = heap_collect, .serving = cprof__heap_serving
 
 const cprof__profile_def cprof__heap_profile = {
     .name = "heap",

@@ -123,6 +123,7 @@ static void child_after_fork(void) {
 }
 
 static void heap_peak_start(void) {
+  cprof__heap_serving(); /* the peak is made of heap samples */
   if (atomic_exchange(&started, true)) return;
   pthread_t t;
   if (cprof__thread_spawn(&t, tracker_main, NULL, "cprof-heappeak") != 0) {

@@ -1208,9 +1208,9 @@ int cprof_dump_configure(const char *text, char *errbuf, size_t errlen) {
   return configure(text, errbuf, errlen);
 }
 
-void cprof__dump_env_init(void) {
+bool cprof__dump_env_init(void) {
   const char *text = cprof__env_str("CPROF_DUMP");
-  if (!text) return;
+  if (!text) return false;
   char why[320];
   int err = configure(text, why, sizeof why);
   char q[CPROF__QUOTED_SIZE];
@@ -1219,4 +1219,5 @@ void cprof__dump_env_init(void) {
                 cprof__quoted(q, sizeof q, text), why);
   else if (err)
     cprof__warn("CPROF_DUMP: %s; dumps disabled", cprof_strerror(err));
+  return err == 0;
 }

@@ -8,6 +8,7 @@
 #ifndef CPROF_DUMP_H
 #define CPROF_DUMP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <sys/types.h>
@@ -15,8 +16,9 @@
 #include "base/internal.h"
 
 /* Reads CPROF_DUMP and CPROF_DUMP_OUT and configures dumps when set; a bad
- * value prints one line and leaves dumps off. Called by the constructor. */
-CPROF__HIDDEN void cprof__dump_env_init(void);
+ * value prints one line and leaves dumps off. Returns whether dumps are
+ * on. Called by the constructor. */
+CPROF__HIDDEN bool cprof__dump_env_init(void);
 
 /* Called by the exec interposers in a process that is not the one whose
  * environment cprof changed, with its pid: a fork child that tries to exec

@@ -104,6 +104,10 @@ long cprof__heap_rate_exchange(long rate) {
   return atomic_exchange(&heap_rate, rate);
 }
 
+bool cprof__heap_rate_replace(long from, long to) {
+  return atomic_compare_exchange_strong(&heap_rate, &from, to);
+}
+
 #define PAGE CPROF__HEAP_PAGE
 #define LOAD(v) atomic_load_explicit(&(v), memory_order_relaxed)
 

@@ -539,10 +539,36 @@ static void init_once_fn(void) {
 
 void cprof__heap_sampler_init(void) { pthread_once(&init_once, init_once_fn); }
 
+/* Whether anything asked for heap samples (cprof__heap_serving): a rate
+ * set by the program or the environment counts as asking. */
+enum { HEAP_UNASKED, HEAP_ASKED, HEAP_IDLE };
+static _Atomic int asked = HEAP_UNASKED;
+
+void cprof__heap_serving(void) {
+  if (atomic_load(&asked) == HEAP_ASKED ||
+      atomic_exchange(&asked, HEAP_ASKED) != HEAP_IDLE)
+    return;
+  /* Idle: the rate is 0 unless the program set one meanwhile. */
+  if (cprof__heap_rate_replace(0, CPROF__HEAP_DEFAULT_RATE))
+    cprof__heap_reseed();
+}
+
+bool cprof__heap_idle_unless_asked(void) {
+  if (cprof__env_str("CPROF_HEAP_RATE")) return false;
+  int unasked = HEAP_UNASKED;
+  if (!atomic_compare_exchange_strong(&asked, &unasked, HEAP_IDLE))
+    return false;
+  cprof__heap_sampler_init();
+  cprof__heap_rate_exchange(0);
+  cprof__heap_reseed();
+  return true;
+}
+
 long cprof_heap_set_rate(long rate) {
   cprof__heap_sampler_init();
   read_rate(); /* so that the environment cannot override this call later */
   if (rate < 0) return cprof__heap_rate();
+  atomic_store(&asked, HEAP_ASKED);
   long prev = cprof__heap_rate_exchange(rate);
   cprof__heap_reseed();
   return prev;

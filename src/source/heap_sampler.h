@@ -53,6 +53,19 @@ CPROF__HIDDEN void cprof__heap_init(void);
  * constructor for the rest). Idempotent and thread-safe. */
 CPROF__HIDDEN void cprof__heap_sampler_init(void);
 
+/* Heap sampling nothing can read (docs/heap.md, "Sampling nobody
+ * reads"). The serving hook of the profiles made from heap samples (heap,
+ * allocs, heap_peak: profile/registry.h) says a sink may read them; a
+ * preloaded program with dumps whose start-up ends with no sink asking
+ * (its dumps name none of them, no endpoint, no pusher) stops sampling
+ * through cprof__heap_idle_unless_asked, unless CPROF_HEAP_RATE or
+ * cprof_heap_set_rate set a rate. The first sink to ask later (profilez,
+ * an endpoint or dumps started by the program) brings the default rate
+ * back, from then on. Thread-safe. */
+CPROF__HIDDEN void cprof__heap_serving(void);
+/* Returns whether sampling was stopped. */
+CPROF__HIDDEN bool cprof__heap_idle_unless_asked(void);
+
 /* One thread's sampling state: bytes left before the next sample, and the
  * state of its random generator (0 until the thread's first draw). */
 typedef struct cprof__heap_sampler {
@@ -137,6 +150,8 @@ CPROF__HIDDEN long cprof__heap_rate(void);
 CPROF__HIDDEN uint32_t cprof__heap_sample_seq(void);
 CPROF__HIDDEN void cprof__heap_wait_sample(uint32_t seen);
 CPROF__HIDDEN long cprof__heap_rate_exchange(long rate);
+/* Sets the rate to `to` if it is `from`; returns whether it did. */
+CPROF__HIDDEN bool cprof__heap_rate_replace(long from, long to);
 
 /*
  * For the C++ allocation functions (cxx_interpose.c), which sample through this
