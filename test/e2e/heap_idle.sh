@@ -16,12 +16,15 @@ if tsan_build "$linked"; then
   skip_rest "a preloaded program needs a build without TSan"
 fi
 
+# A sanitizer runtime the programs were built with goes first.
+rt=$(preload_env "$plain" | sed 's#[^ ]*libcprof\.so##')
+
 # rate_under LABEL EXPECTED ARGS...: the rate the plain program prints
 # under cprof run ARGS.
 rate_under() {
   local label=$1 want=$2
   shift 2
-  "$cprof" run "$@" --dump-out "$TMP/dump.log" -- "$plain" >"$TMP/rate.out" ||
+  LD_PRELOAD="$rt" "$cprof" run "$@" --dump-out "$TMP/dump.log" -- "$plain" >"$TMP/rate.out" ||
     fail "$label: the program failed"
   expect_match "$TMP/rate.out" "^rate $want\$" "$label: the heap sampling rate is $want"
 }
@@ -47,7 +50,7 @@ CPROF_DUMP=cpu CPROF_DUMP_OUT="$TMP/linked.log" "$linked" >"$TMP/linked.out" ||
 expect_match "$TMP/linked.out" '^rate 524288$' "linked, CPROF_DUMP=cpu: the default rate"
 
 # Asked by the program itself: sampling from then on.
-"$cprof" run --dump cpu --dump-out "$TMP/dump.log" -- "$plain" ask \
+LD_PRELOAD="$rt" "$cprof" run --dump cpu --dump-out "$TMP/dump.log" -- "$plain" ask \
   "$TMP/heap.txt" >"$TMP/ask.out" || fail "the asking program failed"
 head -1 "$TMP/ask.out" >"$TMP/ask.first"
 tail -1 "$TMP/ask.out" >"$TMP/ask.last"
