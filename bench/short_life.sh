@@ -32,35 +32,7 @@ g++ -O2 -o "$tmp/hello" "$tmp/hello.cc"
 programs=("true:/bin/true" "hello C++:$tmp/hello" "ls -R /usr/include:ls -R /usr/include")
 if [ "${SHORT_LIFE_CC1:-0}" = 1 ]; then
   cc1=$(g++ -print-prog-name=cc1plus)
-  cat >"$tmp/stl.cc" <<'EOF'
-#include <algorithm>
-#include <iostream>
-#include <map>
-#include <numeric>
-#include <regex>
-#include <set>
-#include <sstream>
-#include <string>
-#include <unordered_map>
-#include <vector>
-template <int N> struct W {
-  std::map<std::string, std::vector<int>> m;
-  int f() {
-    int s = 0;
-    for (auto &[k, v] : m) s += std::accumulate(v.begin(), v.end(), 0) + k.size();
-    return s + W<N - 1>().f();
-  }
-};
-template <> struct W<0> { int f() { return 0; } };
-int main() {
-  std::regex r("a+b*");
-  std::unordered_map<std::string, std::set<int>> u;
-  std::stringstream ss;
-  ss << W<40>().f();
-  std::cout << std::regex_match(ss.str(), r) << u.size();
-}
-EOF
-  g++ -std=c++17 -E "$tmp/stl.cc" -o "$tmp/stl.ii"
+  g++ -std=c++17 -E "$(dirname "$0")/stl_heavy.cc" -o "$tmp/stl.ii"
   programs+=("cc1plus -O2, STL:$cc1 -quiet -std=c++17 -O2 $tmp/stl.ii -o $tmp/stl.s")
 fi
 
