@@ -540,7 +540,8 @@ static void init_once_fn(void) {
 void cprof__heap_sampler_init(void) { pthread_once(&init_once, init_once_fn); }
 
 /* Whether anything asked for heap samples (cprof__heap_serving): a rate
- * set by the program or the environment counts as asking. */
+ * the program set counts as asking, and one CPROF_HEAP_RATE sets keeps
+ * sampling on as well (cprof__heap_idle_unless_asked). */
 enum { HEAP_UNASKED, HEAP_ASKED, HEAP_IDLE };
 static _Atomic int asked = HEAP_UNASKED;
 
