@@ -178,6 +178,9 @@ int cprof_profile_write(const char *name, int debug, const cprof_sink *sink) {
   if (!sink || !sink->write || debug < 0) return CPROF_EINVAL;
   const cprof__profile_def *def = cprof__profile_find(name);
   if (!def || def->window) return CPROF_ENOPROFILE;
+  /* Asked for, as profilez is: a profile that keeps something only while
+   * it may be served starts keeping it. */
+  cprof__profile_serving(def);
   cprof__records recs = {0};
   CPROF__TASK_ENTER(entry);
   int err = def->collect(&recs);

@@ -7,6 +7,7 @@
 # with cprof, a preloaded one without dumps. A preloaded program that asks for its heap profile itself
 # (cprof_profilez) brings sampling back from then on: the profile it asks
 # for next holds the 100 MB that kept_site allocated after the question.
+# Writing its heap profile (cprof_profile_write_file) does the same.
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 plain=$CPROFTEST_BUILD/test/progs/plain_heap_rate
@@ -56,6 +57,11 @@ head -1 "$TMP/ask.out" >"$TMP/ask.first"
 tail -1 "$TMP/ask.out" >"$TMP/ask.last"
 expect_match "$TMP/ask.first" '^rate 0$' "--dump cpu: off before the program asks"
 expect_match "$TMP/ask.last" '^rate 524288$' "--dump cpu: the default rate once it asked for heap"
+# Asked through cprof_profile_write_file: the same.
+LD_PRELOAD="$rt" "$cprof" run --dump cpu --dump-out "$TMP/dump.log" -- "$plain" write \
+  "$TMP/heap.written" >"$TMP/write.out" || fail "the writing program failed"
+tail -1 "$TMP/write.out" >"$TMP/write.last"
+expect_match "$TMP/write.last" '^rate 524288$' "--dump cpu: the default rate once it wrote its heap profile"
 if sanitized_build "$plain"; then
   # The sanitizer's own allocator serves the preloaded program's malloc.
   skip_rest "a heap profile of a preloaded program needs the plain build"

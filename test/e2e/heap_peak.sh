@@ -7,7 +7,8 @@
 # a second without allocations: the tracker thread does not wake (it went
 # to sleep 22 times a second before it slept on samples); 20 MB more wake
 # it, and the peak after them is about 100 MB. A dump of heap alone starts
-# no tracker; profilez's first request for heap_peak does.
+# no tracker; profilez's first request for heap_peak does, and so does
+# cprof_profile_write_file's.
 source "$(dirname "$0")/lib.bash"
 mkdir -p "$TMP/out"
 "$CPROFTEST_BUILD/test/progs/heap_peak" "$TMP/out" || fail "heap_peak failed"
@@ -31,6 +32,10 @@ expect_match "$TMP/top.txt" '^ *[0-9.]+MB +(100|9[0-9](\.[0-9]+)?)% .* peak_site
   fail "heap_peak profilez failed: $(head -3 "$TMP/dump.txt")"
 expect_match "$TMP/out/profilez.txt" '^before none$' "a dump of heap alone starts no tracker"
 expect_match "$TMP/out/profilez.txt" '^after running$' "profilez's first request for heap_peak starts it"
+"$CPROFTEST_BUILD/test/progs/heap_peak" "$TMP/out" write 2>"$TMP/dump.txt" ||
+  fail "heap_peak write failed: $(head -3 "$TMP/dump.txt")"
+expect_match "$TMP/out/write.txt" '^before none$' "write: a dump of heap alone starts no tracker"
+expect_match "$TMP/out/write.txt" '^after running$' "cprof_profile_write_file's first request for heap_peak starts it"
 pprof -top -sample_index=inuse_space "$TMP/out/heap.pb.gz" >"$TMP/htop.txt"
 expect_match "$TMP/htop.txt" ' end_site$' "heap: end_site is live at the end"
 finish

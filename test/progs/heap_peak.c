@@ -10,10 +10,11 @@
  * the tracker thread (cprof-heappeak) went to sleep in either (its
  * voluntary context switches), and OUTDIR/heap_peak_burst.pb.gz the peak
  * after the 20 MB.
- *   heap_peak OUTDIR profilez
+ *   heap_peak OUTDIR profilez|write
  * instead configures a dump of the heap profile alone (to stderr), which
- * enables profilez, and writes OUTDIR/profilez.txt: whether the tracker
- * ran before profilez was first asked for heap_peak and after.
+ * enables profilez, and writes OUTDIR/profilez.txt (or, asking through
+ * cprof_profile_write_file, OUTDIR/write.txt): whether the tracker ran
+ * before heap_peak was first asked for and after.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -69,23 +70,26 @@ static long tracker_switches(void) {
 }
 
 /* A dump of heap alone starts no tracker; profilez's first request for
- * heap_peak does. */
-static int profilez_mode(const char *dir) {
+ * heap_peak does, and so does cprof_profile_write's (by_write): the result
+ * goes to DIR/profilez.txt or DIR/write.txt. */
+static int ask_mode(const char *dir, bool by_write) {
   char why[256];
   if (cprof_dump_configure("heap", why, sizeof why) != 0) {
     fprintf(stderr, "dump: %s\n", why);
     return 1;
   }
   long before = tracker_switches();
+  char path[4096];
+  snprintf(path, sizeof path, "%s/heap_peak.txt", dir);
   cprof_buf b = {0};
-  int err = cprof_profilez("heap_peak", 1, 0, &b);
+  int err = by_write ? cprof_profile_write_file("heap_peak", 1, path)
+                     : cprof_profilez("heap_peak", 1, 0, &b);
   cprof_buf_free(&b);
   /* The thread names itself as it starts. */
   long after = -1;
   for (int i = 0; i < 100 && (after = tracker_switches()) < 0; i++)
     sleep_ms(10);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/profilez.txt", dir);
+  snprintf(path, sizeof path, "%s/%s.txt", dir, by_write ? "write" : "profilez");
   FILE *w = fopen(path, "w");
   if (!w || err) return 1;
   fprintf(w, "before %s\nafter %s\n", before < 0 ? "none" : "running",
@@ -95,7 +99,9 @@ static int profilez_mode(const char *dir) {
 
 int main(int argc, char **argv) {
   if (argc == 3 && strcmp(argv[2], "profilez") == 0)
-    return profilez_mode(argv[1]);
+    return ask_mode(argv[1], false);
+  if (argc == 3 && strcmp(argv[2], "write") == 0)
+    return ask_mode(argv[1], true);
   if (argc != 2) return 2;
   cprof_heap_set_rate(128 * 1024); /* a few percent of sampling error */
   cprof_enable(); /* the peak is kept from here */
