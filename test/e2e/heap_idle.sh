@@ -62,6 +62,12 @@ LD_PRELOAD="$rt" "$cprof" run --dump cpu --dump-out "$TMP/dump.log" -- "$plain" 
   "$TMP/heap.written" >"$TMP/write.out" || fail "the writing program failed"
 tail -1 "$TMP/write.out" >"$TMP/write.last"
 expect_match "$TMP/write.last" '^rate 524288$' "--dump cpu: the default rate once it wrote its heap profile"
+# A rate the program set stays: asking for heap does not put the default
+# back.
+LD_PRELOAD="$rt" "$cprof" run --dump cpu --dump-out "$TMP/dump.log" -- "$plain" setrate \
+  "$TMP/heap.set" >"$TMP/set.out" || fail "the program that sets a rate failed"
+tail -1 "$TMP/set.out" >"$TMP/set.last"
+expect_match "$TMP/set.last" '^rate 65536$' "--dump cpu: the rate the program set stays after it asked for heap"
 if sanitized_build "$plain"; then
   # The sanitizer's own allocator serves the preloaded program's malloc.
   skip_rest "a heap profile of a preloaded program needs the plain build"

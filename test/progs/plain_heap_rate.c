@@ -5,7 +5,8 @@
  * program's own admin channel would (cprof_profilez), prints the rate
  * again, keeps 100 MB of 100 KB blocks from kept_site, and writes the
  * heap profile's text (debug=1) to FILE. "write FILE" asks the first time
- * with cprof_profile_write_file instead (into FILE, overwritten after).
+ * with cprof_profile_write_file instead (into FILE, overwritten after);
+ * "setrate FILE" sets a rate of 65536 first, then does what "ask" does.
  *
  * Built unmodified (plain_heap_rate: the functions are looked up with
  * dlsym, to be found only when cprof is preloaded) and linked with cprof
@@ -68,8 +69,10 @@ int main(int argc, char **argv) {
   print_rate();
   if (argc < 3) return 0;
   bool by_write = strcmp(argv[1], "write") == 0;
-  if (!by_write && strcmp(argv[1], "ask") != 0) return 0;
+  bool set_first = strcmp(argv[1], "setrate") == 0;
+  if (!by_write && !set_first && strcmp(argv[1], "ask") != 0) return 0;
   if (!profilez || !buf_free || !write_file) return 2;
+  if (set_first) set_rate(65536);
   cprof_buf buf = {0};
   int err = by_write ? write_file("heap", 0, argv[2])
                      : profilez("heap", 0, 0, &buf);
