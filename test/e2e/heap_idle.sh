@@ -3,11 +3,13 @@
 # nobody reads"): a preloaded program whose dumps name no heap profile
 # samples nothing (its rate reads 0), and every way of reading heap
 # samples keeps the default rate: dumps of heap, allocs or heap_peak, an
-# endpoint, a rate set by --heap-rate or CPROF_HEAP_RATE, a program linked
-# with cprof, a preloaded one without dumps. A preloaded program that asks for its heap profile itself
-# (cprof_profilez) brings sampling back from then on: the profile it asks
-# for next holds the 100 MB that kept_site allocated after the question.
-# Writing its heap profile (cprof_profile_write_file) does the same.
+# endpoint, a pusher, a rate set by --heap-rate or CPROF_HEAP_RATE, a
+# program linked with cprof, a preloaded one without dumps. A preloaded
+# program that asks for its heap profile itself (cprof_profilez) brings
+# sampling back from then on: the profile it asks for next holds the
+# 100 MB that kept_site allocated after the question. Writing its heap
+# profile (cprof_profile_write_file) does the same, and a rate the program
+# set stays as it set it.
 source "$(dirname "$0")/lib.bash"
 cprof=$CPROFTEST_BUILD/cprof
 plain=$CPROFTEST_BUILD/test/progs/plain_heap_rate
@@ -38,6 +40,8 @@ rate_under "--dump cpu,heap_peak" 524288 --dump cpu,heap_peak
 rate_under "--dump cpu --heap-rate 4096" 4096 --dump cpu --heap-rate 4096
 CPROF_HEAP_RATE=8192 rate_under "--dump cpu, CPROF_HEAP_RATE=8192" 8192 --dump cpu
 rate_under "--dump cpu --http" 524288 --dump cpu --http 127.0.0.1:0
+# A pusher that reaches nothing is still configured.
+CPROF_PUSH_URL=http://127.0.0.1:1 rate_under "--dump cpu, CPROF_PUSH_URL" 524288 --dump cpu
 # Preloaded without dumps: the program may look cprof up and write its own
 # profiles (as test/progs/heap_live.c does).
 LD_PRELOAD=$(preload_env "$plain") "$plain" >"$TMP/nodump.out"
