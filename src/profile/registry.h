@@ -86,9 +86,9 @@ typedef struct cprof__profile_def {
   /* Called each time a sink starts that may serve this profile
    * (cprof_enable, the HTTP endpoint and the pusher serve any; dumps the
    * profiles they name) and before profilez or cprof_profile_write
-   * writes it, for a profile that
-   * keeps something only from then on (heap_peak's tracker); NULL:
-   * nothing to start. */
+   * writes it, for a profile that keeps something only from then on
+   * (heap_peak's tracker, heap samples once idle); NULL: nothing to
+   * start. */
   void (*serving)(void);
 } cprof__profile_def;
 

@@ -60,8 +60,8 @@ CPROF__HIDDEN void cprof__heap_sampler_init(void);
  * (its dumps name none of them, no endpoint, no pusher) stops sampling
  * through cprof__heap_idle_unless_asked, unless CPROF_HEAP_RATE or
  * cprof_heap_set_rate set a rate. The first sink to ask later (profilez,
- * an endpoint or dumps started by the program) brings the default rate
- * back, from then on. Thread-safe. */
+ * cprof_profile_write, an endpoint or dumps started by the program)
+ * brings the default rate back, from then on. Thread-safe. */
 CPROF__HIDDEN void cprof__heap_serving(void);
 /* Returns whether sampling was stopped. */
 CPROF__HIDDEN bool cprof__heap_idle_unless_asked(void);
