@@ -78,8 +78,8 @@ if sanitized_build "$plain"; then
 fi
 # Go's text: each record "N: BYTES [...] @ pcs", then its frames. 1000
 # blocks of 100 KB at the default rate give about 177 samples (each is
-# taken with probability 1 - exp(-102400/524288)); at least 100 of them
-# is 10 standard deviations of margin.
+# taken with probability 1 - exp(-102400/524288), a standard deviation of
+# about 12): at least 100 is over 6 standard deviations of margin.
 samples=$(awk '/^[0-9]+: [0-9]+ \[/ {n = $1 + 0} /kept_site/ {s += n; n = 0} END {print s + 0}' "$TMP/heap.txt")
 echo "kept_site samples: $samples"
 [ "$samples" -ge 100 ] ||
