@@ -8,10 +8,12 @@
  * results (those lookups find for an offset several parts hold),
  * whole, as an entry of half its addresses to which the other half is
  * added, and as that entry with a part of the other half appended (the
- * path every exit dump takes), also written into one part. Its stamp is
+ * path every exit dump takes), also written into one part. The offsets
+ * next to each are looked up by the ranges entries hold. Its stamp is
  * checked too (it stats the paths it names). ASan checks that nothing is
- * read outside the input. The corpus holds the entry three runs of ls
- * wrote: one part written whole, two appended.
+ * read outside the input. The corpus holds the entry five runs of ls
+ * wrote: one part written whole, three appended, most of its entries with
+ * ranges.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -26,7 +28,8 @@ static bool same(const cprof__sym_result *a, const cprof__sym_frame *fa,
   if (a->nframes != b->nframes || a->has_line != b->has_line ||
       a->has_inline != b->has_inline || a->has_function != b->has_function ||
       a->decl_line != b->decl_line || a->call != b->call ||
-      a->stub != b->stub || a->call_disp != b->call_disp)
+      a->stub != b->stub || a->call_disp != b->call_disp ||
+      a->range_lo != b->range_lo || a->range_hi != b->range_hi)
     return false;
   for (int i = 0; i < a->nframes; i++)
     if (strcmp(fa[i].name, fb[i].name) || strcmp(fa[i].file, fb[i].file) ||
@@ -48,7 +51,7 @@ static uint64_t *offsets(const cprof__symcache_view *v, size_t *n) {
   size_t k = 0;
   for (uint32_t p = 0; p < v->nparts; p++)
     for (uint32_t i = 0; i < v->part[p].nentries; i++)
-      memcpy(&o[k++], v->part[p].entries + (size_t)i * 24, sizeof *o);
+      memcpy(&o[k++], v->part[p].entries + (size_t)i * 32, sizeof *o);
   qsort(o, k, sizeof *o, by_value);
   *n = 0;
   for (size_t i = 0; i < k; i++)
@@ -94,6 +97,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   (void)cprof__symcache_stamp_holds(v.stamp, v.stamp_len, "cprof symbols 1");
   size_t n;
   uint64_t *offs = offsets(&v, &n);
+  /* The offsets next to each held one, by the ranges: what they find lies
+   * inside the input. (Ranges of a made-up entry may overlap and name
+   * one offset differently, so no result is compared.) */
+  for (size_t i = 0; i < n; i++) {
+    static cprof__sym_frame f[CPROF__SYM_MAX_FRAMES];
+    cprof__sym_result r = {0};
+    for (int d = -1; d <= 1; d += 2)
+      if (cprof__symcache_find_range(&v, offs[i] + (uint64_t)d,
+                                     0x400000 + (uint64_t)d, &r, f))
+        for (int k = 0; k < r.nframes; k++)
+          if (strlen(f[k].name) + strlen(f[k].file) +
+                  strlen(f[k].system_name) == SIZE_MAX)
+            abort();
+  }
   /* Written whole, in one part: the same results, those lookups find
    * (all of them while they fit the bound). */
   cprof_buf out = {0};

@@ -112,9 +112,12 @@ CPROF__HIDDEN bool cprof__eh_hdr_table(
 
 /* The same search over the .eh_frame_hdr at hdr, reading its bytes through
  * rd (which returns false for bytes it cannot read): for the symbolizer,
- * whose reads may come from a file image instead of the process. */
+ * whose reads may come from a file image instead of the process. With
+ * end, also the first address past those that find the same FDE (its
+ * range's end, or the next FDE's start below it), 0 when the FDE's range
+ * cannot be read. */
 CPROF__HIDDEN bool cprof__eh_hdr_fde_start(
-    uint64_t hdr, uint64_t pc, uint64_t *start,
+    uint64_t hdr, uint64_t pc, uint64_t *start, uint64_t *end,
     bool (*rd)(uint64_t addr, void *out, size_t len));
 
 /* The rule at offset off from the image's vaddr 0, in a table that

@@ -110,8 +110,10 @@ bool cprof__eh_hdr_table(uint64_t hdr,
  * search table of the .eh_frame_hdr at hdr, read through rd. Only the
  * encoding every linker writes is understood (the table datarel sdata4). */
 bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
+                             uint64_t *end,
                              bool (*rd)(uint64_t addr, void *out,
                                         size_t len)) {
+  if (end) *end = 0;
   uint64_t table;
   uint32_t count;
   if (!cprof__eh_hdr_table(hdr, rd, &table, &count)) return false;
@@ -134,10 +136,21 @@ bool cprof__eh_hdr_fde_start(uint64_t hdr, uint64_t pc, uint64_t *start,
    * lie inside it (not in a gap between functions). */
   uint64_t fde = hdr + (uint64_t)(int64_t)e[1];
   uint32_t f[4]; /* length, CIE pointer, first address, range */
-  if (rd(fde, f, sizeof f) && f[0] != 0xffffffffu &&
-      fde + 8 + (uint64_t)(int64_t)(int32_t)f[2] == first && pc - first >= f[3])
-    return false;
+  bool ranged = rd(fde, f, sizeof f) && f[0] != 0xffffffffu &&
+                fde + 8 + (uint64_t)(int64_t)(int32_t)f[2] == first;
+  if (ranged && pc - first >= f[3]) return false;
   *start = first;
+  /* Every address up to the FDE's end, and before the next entry's
+   * first address, finds this entry. */
+  if (end && ranged) {
+    *end = first + f[3];
+    if (lo + 1 < count) {
+      if (!rd(table + 8 * ((uint64_t)lo + 1), e, sizeof e))
+        *end = 0;
+      else if (hdr + (uint64_t)(int64_t)e[0] < *end)
+        *end = hdr + (uint64_t)(int64_t)e[0];
+    }
+  }
   return true;
 }
 
@@ -225,7 +238,7 @@ bool cprof__cfi_fde_start(uintptr_t pc, uintptr_t *start) {
     dl_iterate_phdr(hdr_cb, &q);
     hdr = q.hdr;
   }
-  bool found = cprof__eh_hdr_fde_start(hdr, pc, &first, read_loaded);
+  bool found = cprof__eh_hdr_fde_start(hdr, pc, &first, NULL, read_loaded);
   if (e && spin_trylock(&fde_cache_mu)) {
     if (fde_cache)
       fde_cache[slot] = (fde_entry){gen + 1, pc, (uintptr_t)first, found};

@@ -175,6 +175,7 @@ static struct {
   /* Saves put off while a dump writes several profiles
    * (cprof__sym_hold_saves): one save then writes each entry once. */
   int saves_held;
+  uint64_t range_hits; /* addresses named by a cached range */
 } S;
 
 static CPROF__FORK_LOCK pthread_mutex_t sym_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1601,10 +1602,22 @@ static const char *sym_file(const module_syms *m, const func_sym *f) {
   return lo < m->nfiles ? m->files[lo].name : NULL;
 }
 
-/* The function symbol containing pc, into *out; false when none does. */
-static bool find_sym(Dwfl_Module *mod, uint64_t pc, sym_hit *out) {
+/* The function symbol containing pc, into *out; false when none does.
+ * With span, also the addresses around pc that get the same answer (the
+ * same symbol, or none): span[0] <= pc < span[1]. Those are the
+ * addresses from the last symbol at or below pc to the next above it
+ * (the walk below goes over the same symbols for each), less those below
+ * the end of a symbol passed over (it would hold them) and those past
+ * the end of the symbol found. */
+static bool find_sym(Dwfl_Module *mod, uint64_t pc, sym_hit *out,
+                     uint64_t *span) {
+  if (span) span[0] = span[1] = 0;
   module_syms *m = syms_of(mod);
-  if (!m || m->n == 0) return false;
+  if (!m) return false;
+  if (m->n == 0) {
+    if (span) span[1] = UINT64_MAX; /* no symbol anywhere */
+    return false;
+  }
   size_t lo = 0, hi = m->n; /* the first symbol above pc is at hi */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -1613,10 +1626,13 @@ static bool find_sym(Dwfl_Module *mod, uint64_t pc, sym_hit *out) {
     else
       hi = mid;
   }
+  uint64_t from = hi > 0 ? m->syms[hi - 1].addr : 0;
+  uint64_t to = hi < m->n ? m->syms[hi].addr : UINT64_MAX;
   /* Walk back over the nearest addresses (a sized symbol further down can
    * still contain pc when sizeless labels sit inside it); within one
    * address the sort put the best candidate first. */
   const func_sym *hit = NULL, *sizeless = NULL;
+  uint64_t sizeless_end = 0;
   for (size_t i = hi, groups = 0; !hit && i > 0 && groups < 8; groups++) {
     size_t first = i - 1;
     while (first > 0 && m->syms[first - 1].addr == m->syms[i - 1].addr)
@@ -1628,13 +1644,29 @@ static bool find_sym(Dwfl_Module *mod, uint64_t pc, sym_hit *out) {
         hit = f;
         break;
       }
+      if (f->size != 0 && f->addr + f->size > from)
+        from = f->addr + f->size; /* passed over: ends at or below pc */
       if (f->size == 0 && groups == 0 && !sizeless &&
-          sym_name(mod, f, &end) && pc < end)
-        sizeless = f;
+          sym_name(mod, f, &end)) {
+        if (pc < end) {
+          sizeless = f;
+          sizeless_end = end;
+        } else if (end > from) {
+          from = end;
+        }
+      }
     }
     i = first;
   }
-  if (!hit) hit = sizeless;
+  if (hit && hit->addr + hit->size < to) to = hit->addr + hit->size;
+  if (!hit && sizeless) {
+    hit = sizeless;
+    if (sizeless_end < to) to = sizeless_end;
+  }
+  if (span) {
+    span[0] = from;
+    span[1] = to;
+  }
   const char *name = hit ? sym_name(mod, hit, NULL) : NULL;
   if (!name || !*name) return false;
   *out = (sym_hit){hit->addr, hit->size, name, sym_file(m, hit)};
@@ -1901,7 +1933,8 @@ static const hdr_copy *hdr_copy_of(uint64_t hdr) {
  * is understood (the table datarel sdata4); false otherwise, or when no
  * FDE covers pc.
  */
-static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
+static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start,
+                      uint64_t *end) {
   GElf_Addr bias = 0;
   Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
   size_t nphdr = 0;
@@ -1920,7 +1953,7 @@ static bool fde_start(Dwfl_Module *mod, uint64_t pc, uint64_t *start) {
   image_reading = data ? &image : NULL;
   /* The file at hand holds the table: no copy of it is needed. */
   hdr_reading = data ? NULL : hdr_copy_of(hdr);
-  bool found = cprof__eh_hdr_fde_start(hdr, pc, start, read_hdr);
+  bool found = cprof__eh_hdr_fde_start(hdr, pc, start, end, read_hdr);
   image_reading = NULL;
   hdr_reading = NULL;
   return found;
@@ -1954,6 +1987,32 @@ static const char *rela_symbol(Elf *elf, Elf_Scn *rela, const GElf_Shdr *sh,
     return name && *name ? name : NULL;
   }
   return NULL;
+}
+
+/* The section of mod's file holding pc (its runtime addresses into
+ * span), and whether it is a PLT; false when no allocated section with
+ * contents holds pc. */
+static bool section_at(Dwfl_Module *mod, uintptr_t pc, uint64_t *span,
+                       bool *plt) {
+  GElf_Addr bias = 0;
+  Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
+  size_t shstrndx;
+  if (!elf || libelf.elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
+  uint64_t off = pc - bias;
+  for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn;
+       scn = libelf.elf_nextscn(elf, scn)) {
+    GElf_Shdr sh;
+    if (!libelf.gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
+        !(sh.sh_flags & SHF_ALLOC) || off < sh.sh_addr ||
+        off - sh.sh_addr >= sh.sh_size)
+      continue;
+    const char *name = libelf.elf_strptr(elf, shstrndx, sh.sh_name);
+    *plt = !name || strncmp(name, ".plt", 4) == 0;
+    span[0] = sh.sh_addr + bias;
+    span[1] = sh.sh_addr + sh.sh_size + bias;
+    return true;
+  }
+  return false;
 }
 
 /*
@@ -2014,9 +2073,10 @@ static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
  * an unstripped copy; *start gets its runtime address.
  */
 static const char *unknown_name(Dwfl_Module *mod, int mapping, uintptr_t pc,
-                                uint64_t *start) {
-  uint64_t first = pc;
-  if (!fde_start(mod, pc, &first)) first = pc;
+                                uint64_t *start, uint64_t *end) {
+  uint64_t first = pc, last = 0;
+  if (!fde_start(mod, pc, &first, &last)) first = pc, last = 0;
+  if (end) *end = last; /* the name holds up to there (0: pc alone) */
   GElf_Addr bias = 0;
   libdw.dwfl_module_getelf(mod, &bias);
   const char *path = mapping >= 0 ? S.maps[mapping].path : NULL;
@@ -2114,7 +2174,8 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
   if (!mod) return;
 
   sym_hit hit;
-  const sym_hit *fs = find_sym(mod, pc, &hit) ? &hit : NULL;
+  uint64_t span[2];
+  const sym_hit *fs = find_sym(mod, pc, &hit, span) ? &hit : NULL;
   const char *file = NULL;
   int line = 0;
   /* The scopes around pc, each inlined level with the function it is
@@ -2156,6 +2217,7 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
    * the symbol covering pc names it. */
   const char *symname = NULL, *sysname = NULL;
   uint64_t start = 0;
+  bool by_sym = false; /* named by fs alone */
   if (sub >= 0) {
     Dwarf_Die *fn = &scopes[sub];
     sym_hit at_start;
@@ -2163,7 +2225,7 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
     Dwarf_Addr low;
     if (die_start(fn, &low)) {
       start = low + bias;
-      if (find_sym(mod, start, &at_start) && at_start.addr == start)
+      if (find_sym(mod, start, &at_start, NULL) && at_start.addr == start)
         at = &at_start;
     }
     const char *linkage = die_string(fn, DW_AT_linkage_name);
@@ -2188,6 +2250,7 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
     symname = sysname = fs->name;
     start = fs->addr;
     if (!dl) file = fs->file;
+    by_sym = true;
   }
   if (symname && !start && fs) start = fs->addr;
   /* A PLT stub has no symbol but a name all the same, which no other copy
@@ -2197,9 +2260,9 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
     if (!symname) start = 0;
   }
   const char *unknown = NULL;
-  uint64_t unknown_start = 0;
+  uint64_t unknown_start = 0, unknown_end = 0;
   if (!symname) {
-    unknown = unknown_name(mod, r->mapping, pc, &unknown_start);
+    unknown = unknown_name(mod, r->mapping, pc, &unknown_start, &unknown_end);
     if (!unknown) return;
   }
 
@@ -2212,7 +2275,7 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
     int l = line;
     if (k > 0) call_site(&scopes[inl[k - 1]], files, nfiles, &f, &l);
     if (!name && !unknown)
-      unknown = unknown_name(mod, r->mapping, pc, &unknown_start);
+      unknown = unknown_name(mod, r->mapping, pc, &unknown_start, NULL);
     if (!name) name = unknown;
     if (!name || !set_frame(&frames[n], name, f, l, 0)) return;
     n++;
@@ -2236,6 +2299,32 @@ static void resolve(cprof__sym_result *r, uintptr_t pc) {
   r->has_function = symname != NULL;
   r->has_line = frames[0].line > 0;
   r->has_inline = n > 1;
+  /* In an object without debug information, one symbol (or, where none
+   * is, one FDE) names every address around pc alike: what find_sym
+   * gives for those is the same, and nothing else decides the name. */
+  Dwarf_Addr dw_bias;
+  if (!cudie && n == 1 && !r->has_line && span[0] < span[1] &&
+      (by_sym || (unknown && !symname && unknown_end > unknown_start)) &&
+      !libdw.dwfl_module_getdwarf(mod, &dw_bias)) {
+    uint64_t lo = span[0], hi = span[1], sec[2];
+    if (!by_sym) {
+      if (unknown_start > lo) lo = unknown_start;
+      if (unknown_end < hi) hi = unknown_end;
+    }
+    /* Within pc's section, and never in a PLT, whose stubs are named one
+     * by one (plt_name). */
+    bool plt = true;
+    if (section_at(mod, pc, sec, &plt) && !plt) {
+      if (sec[0] > lo) lo = sec[0];
+      if (sec[1] < hi) hi = sec[1];
+    } else {
+      lo = hi = 0;
+    }
+    if (lo <= pc && pc < hi) {
+      r->range_lo = lo;
+      r->range_hi = hi;
+    }
+  }
 }
 
 /*
@@ -2521,12 +2610,17 @@ static bool entry_renewed(sym_object *o, const char *tag) {
   return read_entry(o, tag);
 }
 
-/* Fills r from o's entry; false when it has no result for off. */
+/* pc's result from o's symbol cache entry: its own, or (*ranged) that
+ * of an address whose names hold over a range holding pc. */
 static bool cached_result(sym_object *o, uint64_t off, uintptr_t pc,
-                          cprof__sym_result *r) {
+                          cprof__sym_result *r, bool *ranged) {
   cprof__sym_frame got[CPROF__SYM_MAX_FRAMES];
-  if (!o->have_view || !cprof__symcache_find(&o->view, off, pc, r, got))
-    return false;
+  *ranged = false;
+  if (!o->have_view) return false;
+  if (!cprof__symcache_find(&o->view, off, pc, r, got)) {
+    if (!cprof__symcache_find_range(&o->view, off, pc, r, got)) return false;
+    *ranged = true;
+  }
   cprof__sym_frame *frames =
       arena_alloc((size_t)(r->nframes ? r->nframes : 1) * sizeof *frames);
   if (!frames) return false;
@@ -2808,6 +2902,8 @@ static bool loader_mapped(uintptr_t pc) {
   return in;
 }
 
+uint64_t cprof__sym_range_hits(void) { return S.range_hits; }
+
 const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
   /* One slot per synthetic pc, so results for different ones coexist. */
   static cprof__sym_result synthetic[CPROF__PC_SYNTHETIC_MAX + 1];
@@ -2838,15 +2934,22 @@ const cprof__sym_result *cprof__sym_lookup(uintptr_t pc) {
                       : NULL;
   uint64_t off =
       o ? pc - S.maps[r->mapping].start + S.maps[r->mapping].offset : 0;
-  if (!o || (!cached_result(o, off, pc, r) &&
-             !(entry_renewed(o, cache_tag()) && cached_result(o, off, pc, r)))) {
+  bool ranged = false;
+  if (!o || (!cached_result(o, off, pc, r, &ranged) &&
+             !(entry_renewed(o, cache_tag()) &&
+               cached_result(o, off, pc, r, &ranged)))) {
     ensure_session();
     uintptr_t at = loader_address(r->mapping, pc);
     if (at != pc) o = NULL;
     resolve(r, at);
+    if (at != pc) r->range_lo = r->range_hi = 0; /* at's, not pc's */
     if (r->nframes == 0 && (r->mapping < 0 || S.maps[r->mapping].anon))
       resolve_jit(r, pc);
     if (o) note_result(o, r->mapping, off, pc, r);
+  } else if (ranged) {
+    /* Kept as an address of its own, with what is read of its code. */
+    note_result(o, r->mapping, off, pc, r);
+    S.range_hits++;
   }
   cprof__guard_exit();
   cprof__hmap_put(&S.cache, pc, (uint64_t)(uintptr_t)r);

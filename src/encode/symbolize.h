@@ -57,6 +57,10 @@ typedef struct cprof__sym_result {
   uint8_t call;      /* the instruction ending there is call rel32 (E8) */
   uint8_t stub;      /* a PLT stub starts there */
   int32_t call_disp; /* a call's displacement: it calls address + 1 + it */
+  /* Addresses [range_lo, range_hi) whose names are all these (an object
+   * without debug information, named by one symbol or FDE), for the
+   * symbol cache; 0 and 0 when only this address is known to be. */
+  uint64_t range_lo, range_hi;
   /* Innermost (inlined callee) first, the real function last. */
   const cprof__sym_frame *frames;
 } cprof__sym_result;
@@ -109,6 +113,10 @@ CPROF__HIDDEN const cprof__sym_result *cprof__sym_lookup(uintptr_t pc);
  * runs name those addresses without reading debug information. Call with
  * the lock held, after a batch of lookups (a profile written). */
 CPROF__HIDDEN void cprof__sym_save(void);
+
+/* How many addresses the symbol cache has named by the range of another
+ * address's entry, in this process (for tests). Under the lock. */
+CPROF__HIDDEN uint64_t cprof__sym_range_hits(void);
 
 /* Saves are put off from hold to release (they nest), where the last
  * release makes the one save: a dump writing a CPU and a heap profile

@@ -5,9 +5,10 @@
  *   header   8-byte magic, then u32 stamp_len, nentries, nframes,
  *            strings_len
  *   stamp    stamp_len bytes, padded to 8
- *   entries  nentries x 24 bytes: u64 offset (nonzero, increasing),
+ *   entries  nentries x 32 bytes: u64 offset (nonzero, increasing),
  *            u32 first frame, u16 frames, u8 flags, u8 zero, i32
- *            declaration line, i32 call displacement (flag 16; else 0)
+ *            declaration line, i32 call displacement (flag 16; else 0),
+ *            u32 before and u32 after (flag 128; else 0)
  *   frames   nframes x 24 bytes: u32 name, system name and file (string
  *            offsets), i32 line, i64 function start - pc (INT64_MIN: none)
  *   strings  strings_len bytes of NUL-terminated strings; "" at 0
@@ -25,7 +26,10 @@
  * Flags: 1 a line, 2 inline levels, 4 a function name, 8 the instruction
  * ending at the address was read, 16 ... and is call rel32 (E8), whose
  * displacement is kept (16 only with 8), 32 the code starting at the
- * address was read, 64 ... and is a PLT stub (64 only with 32).
+ * address was read, 64 ... and is a PLT stub (64 only with 32), 128 the
+ * names hold for every offset from offset - before up to offset + after
+ * (after at least 1; never with 1 or 2): the facts of the code (8 to 64)
+ * are the offset's own.
  *
  * A stamp is records of u8 kind (1 tag, 2 file), u16 length and that many
  * bytes of text; a file record goes on with u8 present and, when present,
@@ -39,9 +43,9 @@
 #include "base/mem.h"
 #include "encode/symcache.h"
 
-static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 3};
-static const unsigned char PART_MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 'A', 3};
-enum { HDR = 24, PART_HDR = 32, ENTRY = 24, FRAME = 24 };
+static const unsigned char MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 0, 4};
+static const unsigned char PART_MAGIC[8] = {'C', 'P', 'S', 'Y', 'M', 0, 'A', 4};
+enum { HDR = 24, PART_HDR = 32, ENTRY = 32, FRAME = 24 };
 enum {
   F_LINE = 1,
   F_INLINE = 2,
@@ -50,7 +54,8 @@ enum {
   F_CALL = 16,
   F_STUB_READ = 32,
   F_STUB = 64,
-  F_ALL = 127
+  F_RANGE = 128,
+  F_ALL = 255
 };
 enum { ST_TAG = 1, ST_FILE = 2 };
 #define NO_START INT64_MIN
@@ -62,6 +67,7 @@ typedef struct entry {
   uint8_t flags, zero;
   int32_t decl_line;
   int32_t call_disp;
+  uint32_t before, after;
 } entry;
 
 typedef struct frame {
@@ -135,7 +141,11 @@ static bool part_over(const unsigned char *data, size_t len,
         (e.flags & ~F_ALL) || e.zero ||
         ((e.flags & F_CALL) && !(e.flags & F_CALL_READ)) ||
         ((e.flags & F_STUB) && !(e.flags & F_STUB_READ)) ||
-        (!(e.flags & F_CALL) && e.call_disp))
+        (!(e.flags & F_CALL) && e.call_disp) ||
+        ((e.flags & F_RANGE)
+             ? e.after == 0 || e.before > e.off ||
+                   (e.flags & (F_LINE | F_INLINE))
+             : e.before || e.after))
       return false;
     last = e.off;
   }
@@ -243,20 +253,28 @@ static bool index_of(const cprof__symcache_part *v, uint64_t off,
   return lo < v->nentries && entry_at(v, lo).off == off;
 }
 
-static bool find_in(const cprof__symcache_part *v, uint64_t off,
-                    uint64_t pc, cprof__sym_result *r,
-                    cprof__sym_frame *frames) {
-  uint32_t at;
-  if (!index_of(v, off, &at)) return false;
-  entry e = entry_at(v, at);
+/* Fills *r and frames[] from e, an entry of v, for the address pc at
+ * offset off: e's own when e.off is off, else an entry whose range holds
+ * off (the names and starts hold there; the facts of the code are e's
+ * own, so none is given). */
+static void fill(const cprof__symcache_part *v, entry e, uint64_t off,
+                 uint64_t pc, cprof__sym_result *r,
+                 cprof__sym_frame *frames) {
+  const bool own = e.off == off;
+  const uint64_t at = pc - off + e.off; /* the address e is for */
   r->nframes = e.nframes;
   r->has_line = e.flags & F_LINE;
   r->has_inline = e.flags & F_INLINE;
   r->has_function = e.flags & F_FUNCTION;
   r->decl_line = e.decl_line;
-  r->call = code_fact(e.flags, F_CALL_READ, F_CALL);
-  r->stub = code_fact(e.flags, F_STUB_READ, F_STUB);
-  r->call_disp = e.call_disp;
+  r->call = own ? code_fact(e.flags, F_CALL_READ, F_CALL) : CPROF__CODE_UNREAD;
+  r->stub = own ? code_fact(e.flags, F_STUB_READ, F_STUB) : CPROF__CODE_UNREAD;
+  r->call_disp = own ? e.call_disp : 0;
+  /* The range where pc's mapping has it (none that would wrap). */
+  const bool ranged = (e.flags & F_RANGE) && at >= e.before &&
+                      at + e.after > at;
+  r->range_lo = ranged ? at - e.before : 0;
+  r->range_hi = ranged ? at + e.after : 0;
   for (uint32_t i = 0; i < e.nframes; i++) {
     frame f = frame_at(v, e.frame0 + i);
     frames[i] = (cprof__sym_frame){
@@ -264,12 +282,38 @@ static bool find_in(const cprof__symcache_part *v, uint64_t off,
         .system_name = v->strings + f.sysname,
         .file = v->strings + f.file,
         .line = f.line,
-        .start = f.start_delta == NO_START
-                     ? 0
-                     : pc + (uint64_t)f.start_delta,
+        .start = f.start_delta == NO_START ? 0 : at + (uint64_t)f.start_delta,
     };
   }
+}
+
+static bool find_in(const cprof__symcache_part *v, uint64_t off,
+                    uint64_t pc, cprof__sym_result *r,
+                    cprof__sym_frame *frames) {
+  uint32_t at;
+  if (!index_of(v, off, &at)) return false;
+  fill(v, entry_at(v, at), off, pc, r, frames);
   return true;
+}
+
+/* An entry of v whose range holds off: the one before off's place or the
+ * one after it (ranges are made for one function each, so those are the
+ * entries that can). */
+static bool find_range_in(const cprof__symcache_part *v, uint64_t off,
+                          uint64_t pc, cprof__sym_result *r,
+                          cprof__sym_frame *frames) {
+  uint32_t at;
+  if (index_of(v, off, &at)) return false; /* an entry of its own */
+  for (uint32_t i = at > 0 ? at - 1 : at; i <= at && i < v->nentries; i++) {
+    entry e = entry_at(v, i);
+    if ((e.flags & F_RANGE) && pc - off + e.off >= e.before &&
+        off >= e.off - e.before &&
+        off - (e.off - e.before) < (uint64_t)e.before + e.after) {
+      fill(v, e, off, pc, r, frames);
+      return true;
+    }
+  }
+  return false;
 }
 
 /* The part written whole first: it holds most of an entry's addresses,
@@ -281,6 +325,14 @@ bool cprof__symcache_find(const cprof__symcache_view *v, uint64_t off,
   if (find_in(&v->part[0], off, pc, r, frames)) return true;
   for (uint32_t i = v->nparts; i-- > 1;)
     if (find_in(&v->part[i], off, pc, r, frames)) return true;
+  return false;
+}
+
+bool cprof__symcache_find_range(const cprof__symcache_view *v, uint64_t off,
+                                uint64_t pc, cprof__sym_result *r,
+                                cprof__sym_frame *frames) {
+  for (uint32_t i = 0; i < v->nparts; i++)
+    if (find_range_in(&v->part[i], off, pc, r, frames)) return true;
   return false;
 }
 
@@ -335,6 +387,15 @@ static void put_result(writer *w, uint64_t off, uint64_t pc,
                                 code_flags(r->stub, F_STUB_READ, F_STUB)),
              .decl_line = r->decl_line,
              .call_disp = r->call == CPROF__CODE_YES ? r->call_disp : 0};
+  /* A range is kept only as the format allows it: around pc, no more
+   * than 4 GiB each way, for names without lines. */
+  if (r->range_lo <= pc && pc < r->range_hi && pc - r->range_lo <= UINT32_MAX &&
+      r->range_hi - pc <= UINT32_MAX && pc - r->range_lo <= off &&
+      !r->has_line && !r->has_inline) {
+    e.flags |= F_RANGE;
+    e.before = (uint32_t)(pc - r->range_lo);
+    e.after = (uint32_t)(r->range_hi - pc);
+  }
   for (int i = 0; i < r->nframes && !w->err; i++) {
     const cprof__sym_frame *s = &r->frames[i];
     frame f = {.name = put_string(w, s->name),

@@ -77,6 +77,16 @@ CPROF__HIDDEN bool cprof__symcache_find(const cprof__symcache_view *v,
                                         cprof__sym_result *r,
                                         cprof__sym_frame *frames);
 
+/* For an offset with no entry of its own: the result of an entry whose
+ * range holds it (made for an object without debug information, where
+ * one symbol or FDE names a run of addresses alike), its names and
+ * starts as they are at pc, its range moved with it, and no fact of the
+ * code. false when no range holds off. */
+CPROF__HIDDEN bool cprof__symcache_find_range(const cprof__symcache_view *v,
+                                              uint64_t off, uint64_t pc,
+                                              cprof__sym_result *r,
+                                              cprof__sym_frame *frames);
+
 /* One result to add: off the address's file offset, pc where it was
  * looked up. */
 typedef struct cprof__symcache_add {

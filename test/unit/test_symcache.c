@@ -291,7 +291,80 @@ static void test_parts(void) {
   cprof_buf_free(&one);
 }
 
+/* Ranges: a result whose names hold over a range keeps it (around its
+ * address; never for a result with lines); an offset with no entry of its
+ * own is named by the entry whose range holds it, in another process's
+ * mapping too, its start moved with the address and no fact of the code
+ * given; the bounds are exact; ranges the format does not allow are
+ * refused when parsed. */
+static void test_ranges(void) {
+  cprof__sym_frame fa = {.name = "fn", .system_name = "_Z2fnv",
+                         .file = "/src/a.c", .start = 0x401000};
+  cprof__sym_frame fb = {.name = "gn", .system_name = "gn",
+                         .file = "/src/b.c", .line = 5, .start = 0x402000};
+  cprof__sym_result ra = {.nframes = 1, .has_function = true,
+                          .call = CPROF__CODE_YES, .call_disp = 77,
+                          .frames = &fa, .range_lo = 0x401000,
+                          .range_hi = 0x401040};
+  cprof__sym_result rb = {.nframes = 1, .has_function = true,
+                          .has_line = true, .frames = &fb,
+                          .range_lo = 0x402000, .range_hi = 0x402040};
+  cprof__symcache_add add[2] = {{0x1010, 0x401010, &ra},
+                                {0x2000, 0x402000, &rb}};
+  cprof_buf out = {0};
+  CHECK(cprof__symcache_write(NULL, add, 2, STAMP, STAMP_LEN, &out) == 0);
+  cprof__symcache_view v;
+  CHECK(cprof__symcache_parse(out.data, out.len, &v));
+  cprof__sym_result r = {0};
+  cprof__sym_frame f[CPROF__SYM_MAX_FRAMES];
+  const uint64_t base = 0x7f0000000000; /* the mapping, elsewhere */
+  CHECK(cprof__symcache_find(&v, 0x1010, base + 0x1010, &r, f));
+  CHECK_EQ_INT(r.call, CPROF__CODE_YES);
+  CHECK(r.range_lo == base + 0x1000 && r.range_hi == base + 0x1040);
+  CHECK(!cprof__symcache_find(&v, 0x1030, base + 0x1030, &r, f));
+  memset(&r, 0, sizeof r);
+  CHECK(cprof__symcache_find_range(&v, 0x1030, base + 0x1030, &r, f));
+  CHECK_EQ_INT(r.nframes, 1);
+  CHECK_STREQ(f[0].name, "fn");
+  CHECK_STREQ(f[0].system_name, "_Z2fnv");
+  CHECK_STREQ(f[0].file, "/src/a.c");
+  CHECK(f[0].start == base + 0x1000);
+  CHECK_EQ_INT(r.call, CPROF__CODE_UNREAD);
+  CHECK_EQ_INT(r.call_disp, 0);
+  CHECK(r.range_lo == base + 0x1000 && r.range_hi == base + 0x1040);
+  CHECK(cprof__symcache_find_range(&v, 0x1000, base + 0x1000, &r, f));
+  CHECK(cprof__symcache_find_range(&v, 0x103f, base + 0x103f, &r, f));
+  CHECK(!cprof__symcache_find_range(&v, 0xfff, base + 0xfff, &r, f));
+  CHECK(!cprof__symcache_find_range(&v, 0x1040, base + 0x1040, &r, f));
+  /* An offset with an entry of its own is never named by a range. */
+  CHECK(!cprof__symcache_find_range(&v, 0x1010, base + 0x1010, &r, f));
+  /* A result with lines keeps no range. */
+  CHECK(!cprof__symcache_find_range(&v, 0x2001, base + 0x2001, &r, f));
+
+  /* The first entry (0x1010): flags at 14, before at 24, after at 28. */
+  unsigned char *e = (unsigned char *)v.part[0].entries;
+  unsigned char saved[32];
+  memcpy(saved, e, sizeof saved);
+  CHECK_EQ_INT(e[14] & 128, 128);
+  memset(e + 28, 0, 4); /* a range of no address */
+  CHECK(!cprof__symcache_parse(out.data, out.len, &v));
+  memcpy(e, saved, sizeof saved);
+  uint32_t before = 0x1011; /* below offset 0 */
+  memcpy(e + 24, &before, 4);
+  CHECK(!cprof__symcache_parse(out.data, out.len, &v));
+  memcpy(e, saved, sizeof saved);
+  e[14] |= 1; /* a range with lines */
+  CHECK(!cprof__symcache_parse(out.data, out.len, &v));
+  memcpy(e, saved, sizeof saved);
+  e[14] &= (unsigned char)~128; /* bounds without the flag */
+  CHECK(!cprof__symcache_parse(out.data, out.len, &v));
+  memcpy(e, saved, sizeof saved);
+  CHECK(cprof__symcache_parse(out.data, out.len, &v));
+  cprof_buf_free(&out);
+}
+
 int main(void) {
+  RUN(test_ranges);
   RUN(test_append_rounds);
   RUN(test_parts);
   RUN(test_code_checked);
