@@ -1989,30 +1989,41 @@ static const char *rela_symbol(Elf *elf, Elf_Scn *rela, const GElf_Shdr *sh,
   return NULL;
 }
 
-/* The section of mod's file holding pc (its runtime addresses into
- * span), and whether it is a PLT; false when no allocated section with
- * contents holds pc. */
-static bool section_at(Dwfl_Module *mod, uintptr_t pc, uint64_t *span,
-                       bool *plt) {
-  GElf_Addr bias = 0;
-  Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
+/* The allocated section with contents of mod's file holding pc: its
+ * header and name (NULL when the string table has none), and the
+ * module's bias; false when no such section holds pc. */
+static bool section_holding(Dwfl_Module *mod, uintptr_t pc, GElf_Shdr *sh,
+                            const char **name, GElf_Addr *bias) {
+  *bias = 0;
+  Elf *elf = libdw.dwfl_module_getelf(mod, bias);
   size_t shstrndx;
   if (!elf || libelf.elf_getshdrstrndx(elf, &shstrndx) != 0) return false;
-  uint64_t off = pc - bias;
+  uint64_t off = pc - *bias;
   for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn;
        scn = libelf.elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (!libelf.gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-        !(sh.sh_flags & SHF_ALLOC) || off < sh.sh_addr ||
-        off - sh.sh_addr >= sh.sh_size)
+    if (!libelf.gelf_getshdr(scn, sh) || sh->sh_type != SHT_PROGBITS ||
+        !(sh->sh_flags & SHF_ALLOC) || off < sh->sh_addr ||
+        off - sh->sh_addr >= sh->sh_size)
       continue;
-    const char *name = libelf.elf_strptr(elf, shstrndx, sh.sh_name);
-    *plt = !name || strncmp(name, ".plt", 4) == 0;
-    span[0] = sh.sh_addr + bias;
-    span[1] = sh.sh_addr + sh.sh_size + bias;
+    *name = libelf.elf_strptr(elf, shstrndx, sh->sh_name);
     return true;
   }
   return false;
+}
+
+/* The section holding pc (its runtime addresses into span), and whether
+ * it is a PLT (a name starting ".plt", or none); false when none holds
+ * pc. */
+static bool section_at(Dwfl_Module *mod, uintptr_t pc, uint64_t *span,
+                       bool *plt) {
+  GElf_Shdr sh;
+  const char *name;
+  GElf_Addr bias;
+  if (!section_holding(mod, pc, &sh, &name, &bias)) return false;
+  *plt = !name || strncmp(name, ".plt", 4) == 0;
+  span[0] = sh.sh_addr + bias;
+  span[1] = sh.sh_addr + sh.sh_size + bias;
+  return true;
 }
 
 /*
@@ -2025,25 +2036,17 @@ static bool section_at(Dwfl_Module *mod, uintptr_t pc, uint64_t *span,
  * *start gets the stub's runtime address.
  */
 static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
-  GElf_Addr bias = 0;
+  GElf_Shdr sh;
+  const char *sec;
+  GElf_Addr bias;
+  if (!section_holding(mod, pc, &sh, &sec, &bias) || !sec ||
+      (strcmp(sec, ".plt") != 0 && strcmp(sec, ".plt.sec") != 0 &&
+       strcmp(sec, ".plt.got") != 0))
+    return NULL; /* the section holding pc is not a PLT */
   Elf *elf = libdw.dwfl_module_getelf(mod, &bias);
-  size_t shstrndx;
-  if (!elf || libelf.elf_getshdrstrndx(elf, &shstrndx) != 0) return NULL;
-  uint64_t off = pc - bias, stub = 0;
-  for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn && !stub;
-       scn = libelf.elf_nextscn(elf, scn)) {
-    GElf_Shdr sh;
-    if (!libelf.gelf_getshdr(scn, &sh) || sh.sh_type != SHT_PROGBITS ||
-        !(sh.sh_flags & SHF_ALLOC) || off < sh.sh_addr ||
-        off - sh.sh_addr >= sh.sh_size)
-      continue;
-    const char *name = libelf.elf_strptr(elf, shstrndx, sh.sh_name);
-    if (!name || (strcmp(name, ".plt") != 0 && strcmp(name, ".plt.sec") != 0 &&
-                  strcmp(name, ".plt.got") != 0))
-      return NULL; /* the section holding pc is not a PLT */
-    uint64_t size = sh.sh_entsize ? sh.sh_entsize : 16;
-    stub = sh.sh_addr + (off - sh.sh_addr) / size * size;
-  }
+  uint64_t off = pc - bias;
+  uint64_t size = sh.sh_entsize ? sh.sh_entsize : 16;
+  uint64_t stub = sh.sh_addr + (off - sh.sh_addr) / size * size;
   bool read;
   uint64_t slot = stub ? plt_slot(stub + bias, &read) : 0;
   if (!slot) return NULL;
@@ -2053,10 +2056,10 @@ static const char *plt_name(Dwfl_Module *mod, uintptr_t pc, uint64_t *start) {
   for (int pass = 0; pass < 2 && !sym; pass++)
     for (Elf_Scn *scn = libelf.elf_nextscn(elf, NULL); scn && !sym;
          scn = libelf.elf_nextscn(elf, scn)) {
-      GElf_Shdr sh;
-      if (libelf.gelf_getshdr(scn, &sh) && sh.sh_type == SHT_RELA &&
-          ((sh.sh_flags & SHF_INFO_LINK) != 0) == (pass == 0))
-        sym = rela_symbol(elf, scn, &sh, slot - bias);
+      GElf_Shdr rsh;
+      if (libelf.gelf_getshdr(scn, &rsh) && rsh.sh_type == SHT_RELA &&
+          ((rsh.sh_flags & SHF_INFO_LINK) != 0) == (pass == 0))
+        sym = rela_symbol(elf, scn, &rsh, slot - bias);
     }
   if (!sym) return NULL;
   char name[512];
