@@ -554,15 +554,13 @@ void cprof__heap_serving(void) {
     cprof__heap_reseed();
 }
 
-bool cprof__heap_idle_unless_asked(void) {
-  if (cprof__env_str("CPROF_HEAP_RATE")) return false;
+void cprof__heap_idle_unless_asked(void) {
+  if (cprof__env_str("CPROF_HEAP_RATE")) return;
   int unasked = HEAP_UNASKED;
-  if (!atomic_compare_exchange_strong(&asked, &unasked, HEAP_IDLE))
-    return false;
+  if (!atomic_compare_exchange_strong(&asked, &unasked, HEAP_IDLE)) return;
   cprof__heap_sampler_init();
   cprof__heap_rate_exchange(0);
   cprof__heap_reseed();
-  return true;
 }
 
 long cprof_heap_set_rate(long rate) {

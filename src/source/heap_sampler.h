@@ -63,8 +63,7 @@ CPROF__HIDDEN void cprof__heap_sampler_init(void);
  * cprof_profile_write, an endpoint or dumps started by the program)
  * brings the default rate back, from then on. Thread-safe. */
 CPROF__HIDDEN void cprof__heap_serving(void);
-/* Returns whether sampling was stopped. */
-CPROF__HIDDEN bool cprof__heap_idle_unless_asked(void);
+CPROF__HIDDEN void cprof__heap_idle_unless_asked(void);
 
 /* One thread's sampling state: bytes left before the next sample, and the
  * state of its random generator (0 until the thread's first draw). */
